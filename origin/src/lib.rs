@@ -1,0 +1,2 @@
+//! Flashgate origin (skeleton being written).
+pub mod redlock;

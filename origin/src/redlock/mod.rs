@@ -1,0 +1,1 @@
+//! Redlock: a distributed lock over N independent Redis masters (placeholder; being written).

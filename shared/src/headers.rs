@@ -1,0 +1,15 @@
+//! Header names of the Flashgate HTTP contract (v1), in one place so the edge and the origin can
+//! never disagree on spelling.
+
+/// The client's idempotency key: 1..=255 visible ASCII, or the RFC 8941 sf-string form `"..."`.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The shopper's id, set by the edge after it authenticated the shopper.
+pub const USER: &str = "flashgate-user";
+/// `t=<unix seconds>,v1=<hex HMAC-SHA256>`, see [`crate::signing`].
+pub const SIGNATURE: &str = "flashgate-signature";
+/// `true` on a response that replays a stored outcome of the same idempotency key.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// A request id propagated from the edge through the origin for log correlation.
+pub const REQUEST_ID: &str = "flashgate-request-id";
+/// RFC 9457 media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";

@@ -1,0 +1,21 @@
+//! `shared`: everything that crosses the Flashgate edge ↔ origin wire, and nothing else.
+//!
+//! - [`domain`]: newtypes that parse once at the boundary (`Sku`, `UserId`, `Quantity`,
+//!   `IdempotencyKey`); holding one means it is valid.
+//! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
+//! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
+//! - [`signing`]: the `Flashgate-Signature` HMAC scheme the edge signs with and the origin verifies.
+//! - [`headers`]: the header names of the contract.
+//!
+//! The crate is plain Rust with no I/O and no clock (callers pass `now`), so it builds for the
+//! host and for `wasm32-unknown-unknown` alike.
+
+pub mod domain;
+pub mod headers;
+pub mod problem;
+pub mod signing;
+pub mod wire;
+
+pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
+pub use problem::{ErrorCode, Problem};
+pub use wire::{PurchaseRequest, PurchaseResponse, SkuUpsert, SkuView};

@@ -1,0 +1,164 @@
+//! The stable error `code`s of the contract and the RFC 9457 problem+json body that carries them.
+//! Every non-2xx answer of the edge and the origin is a [`Problem`].
+
+use serde::{Deserialize, Serialize};
+
+/// A stable, machine-readable error code. The string form ([`ErrorCode::as_str`]) is the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 400: malformed JSON, wrong types, out-of-range values, bad sku/user/key format.
+    InvalidRequest,
+    /// 400: `POST /v1/purchases` without an `Idempotency-Key`.
+    MissingIdempotencyKey,
+    /// 401 (origin): missing, malformed, expired or forged `Flashgate-Signature`/`Flashgate-User`.
+    BadSignature,
+    /// 401: admin endpoint without the right bearer token.
+    Unauthorized,
+    /// 401 (edge): missing, malformed, forged, expired or non-HS256 shopper token.
+    Unauthenticated,
+    /// 404: no sale for this SKU.
+    UnknownSku,
+    /// 404: no such route.
+    NotFound,
+    /// 405: route exists, method does not.
+    MethodNotAllowed,
+    /// 409: fewer units remain than asked for.
+    SoldOut,
+    /// 409: the purchase would take the user above `max_per_user` for this SKU.
+    PurchaseLimit,
+    /// 409: the same user+key is still being decided.
+    IdempotencyInFlight,
+    /// 413: body over the limit.
+    PayloadTooLarge,
+    /// 422: same user+key, different request.
+    IdempotencyKeyReused,
+    /// 429 (edge): per-user rate limit.
+    RateLimited,
+    /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
+    Unavailable,
+    /// 500: a bug. Never caused by client input or a failing dependency.
+    Internal,
+}
+
+impl ErrorCode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request",
+            Self::MissingIdempotencyKey => "missing_idempotency_key",
+            Self::BadSignature => "bad_signature",
+            Self::Unauthorized => "unauthorized",
+            Self::Unauthenticated => "unauthenticated",
+            Self::UnknownSku => "unknown_sku",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::SoldOut => "sold_out",
+            Self::PurchaseLimit => "purchase_limit",
+            Self::IdempotencyInFlight => "idempotency_in_flight",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::RateLimited => "rate_limited",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+
+    pub const fn status(self) -> u16 {
+        match self {
+            Self::InvalidRequest | Self::MissingIdempotencyKey => 400,
+            Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
+            Self::UnknownSku | Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight => 409,
+            Self::PayloadTooLarge => 413,
+            Self::IdempotencyKeyReused => 422,
+            Self::RateLimited => 429,
+            Self::Unavailable => 503,
+            Self::Internal => 500,
+        }
+    }
+
+    pub const fn title(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "Invalid request",
+            Self::MissingIdempotencyKey => "Missing Idempotency-Key",
+            Self::BadSignature => "Bad signature",
+            Self::Unauthorized => "Unauthorized",
+            Self::Unauthenticated => "Unauthenticated",
+            Self::UnknownSku => "Unknown SKU",
+            Self::NotFound => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::SoldOut => "Sold out",
+            Self::PurchaseLimit => "Purchase limit reached",
+            Self::IdempotencyInFlight => "Request with this Idempotency-Key is in flight",
+            Self::PayloadTooLarge => "Payload too large",
+            Self::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
+            Self::RateLimited => "Rate limited",
+            Self::Unavailable => "Service unavailable",
+            Self::Internal => "Internal error",
+        }
+    }
+
+    /// Whether a purchase outcome with this code is stored with its idempotency key and replayed.
+    pub const fn is_stored_outcome(self) -> bool {
+        matches!(self, Self::UnknownSku | Self::SoldOut | Self::PurchaseLimit)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An RFC 9457 problem details body with Flashgate's stable `code` extension member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    pub code: ErrorCode,
+}
+
+impl Problem {
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            type_uri: format!("urn:flashgate:problem:{}", code.as_str()),
+            title: code.title().to_owned(),
+            status: code.status(),
+            detail: detail.into(),
+            code,
+        }
+    }
+
+    /// The serialized body. Serializing this struct cannot fail (only strings and integers).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_has_the_rfc9457_members_and_the_code() {
+        let v: serde_json::Value = serde_json::from_str(&Problem::new(ErrorCode::SoldOut, "none left").to_json())
+            .expect("valid json");
+        assert_eq!(v["type"], "urn:flashgate:problem:sold_out");
+        assert_eq!(v["title"], "Sold out");
+        assert_eq!(v["status"], 409);
+        assert_eq!(v["detail"], "none left");
+        assert_eq!(v["code"], "sold_out");
+    }
+
+    #[test]
+    fn serde_name_matches_as_str() {
+        for code in [ErrorCode::IdempotencyKeyReused, ErrorCode::MissingIdempotencyKey, ErrorCode::Unavailable] {
+            assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
+        }
+    }
+}

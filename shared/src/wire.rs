@@ -1,0 +1,155 @@
+//! JSON bodies of the HTTP contract (v1). Requests are parsed into domain types exactly once,
+//! with errors whose `Display` is a client-safe `detail`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::domain::{DomainError, Quantity, Sku};
+
+/// Why a JSON body is not acceptable (always a 400 `invalid_request`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BodyError {
+    #[error("body is not valid JSON: {0}")]
+    Json(String),
+    #[error("body must be a JSON object")]
+    NotAnObject,
+    #[error("field `{0}` is required")]
+    Missing(&'static str),
+    #[error("field `{field}`: {reason}")]
+    Field { field: &'static str, reason: String },
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+}
+
+fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>, BodyError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(BodyError::NotAnObject),
+        Err(e) => Err(BodyError::Json(e.to_string())),
+    }
+}
+
+fn required<'a>(map: &'a serde_json::Map<String, Value>, field: &'static str) -> Result<&'a Value, BodyError> {
+    map.get(field).ok_or(BodyError::Missing(field))
+}
+
+/// `POST /v1/purchases` body: `{"sku": str, "qty": int 1..=100}`. Unknown fields are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct PurchaseRequest {
+    pub sku: Sku,
+    pub qty: Quantity,
+}
+
+impl PurchaseRequest {
+    pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
+        let map = object(body)?;
+        let sku = match required(&map, "sku")? {
+            Value::String(s) => Sku::parse(s)?,
+            _ => return Err(DomainError::InvalidSku.into()),
+        };
+        let qty = Quantity::from_json(required(&map, "qty")?)?;
+        Ok(Self { sku, qty })
+    }
+
+    pub fn to_json(&self) -> String {
+        format!(r#"{{"sku":"{}","qty":{}}}"#, self.sku, self.qty)
+    }
+}
+
+/// `201` body of `POST /v1/purchases`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurchaseResponse {
+    pub order_id: String,
+    pub sku: String,
+    pub qty: u32,
+    pub user: String,
+    pub remaining: i64,
+}
+
+/// The public view of a SKU's sale (`GET /v1/skus/{sku}`, admin `PUT` answer); `stock` is what
+/// remains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkuView {
+    pub sku: String,
+    pub name: String,
+    pub price_cents: i64,
+    pub stock: i64,
+    pub max_per_user: i32,
+}
+
+/// `PUT /v1/admin/skus/{sku}` body: creates or replaces a SKU's sale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkuUpsert {
+    pub name: String,
+    pub price_cents: i64,
+    pub stock: i64,
+    pub max_per_user: i32,
+}
+
+impl SkuUpsert {
+    pub const MAX_NAME_LEN: usize = 200;
+    /// Upper bound on stock and price, far above any real sale, so sums never overflow.
+    pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
+    pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
+        let map = object(body)?;
+        let name = match required(&map, "name")? {
+            Value::String(s) if !s.trim().is_empty() && s.chars().count() <= Self::MAX_NAME_LEN => s.clone(),
+            _ => {
+                return Err(BodyError::Field { field: "name", reason: "must be a non-empty string of at most 200 characters".into() });
+            }
+        };
+        let int = |field: &'static str, min: i64, max: i64| -> Result<i64, BodyError> {
+            let v = required(&map, field)?;
+            match v.as_i64() {
+                Some(n) if (v.is_i64() || v.is_u64()) && (min..=max).contains(&n) => Ok(n),
+                _ => Err(BodyError::Field { field, reason: format!("must be a JSON integer in {min}..={max}") }),
+            }
+        };
+        let price_cents = int("price_cents", 0, Self::MAX_AMOUNT)?;
+        let stock = int("stock", 0, Self::MAX_AMOUNT)?;
+        let max_per_user = int("max_per_user", 1, i64::from(i32::MAX))?;
+        let max_per_user = i32::try_from(max_per_user).map_err(|_| BodyError::Field { field: "max_per_user", reason: "too large".into() })?;
+        Ok(Self { name, price_cents, stock, max_per_user })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purchase_body_parses_and_ignores_unknown_fields() {
+        let r = PurchaseRequest::from_json(br#"{"qty": 3, "sku": "A-1", "note": [1]}"#).expect("valid");
+        assert_eq!((r.sku.as_str(), r.qty.get()), ("A-1", 3));
+        assert_eq!(PurchaseRequest::from_json(r.to_json().as_bytes()), Ok(r));
+    }
+
+    #[test]
+    fn purchase_body_rejects_each_bad_shape() {
+        for bad in [
+            &b"not json"[..], b"[]", b"{}", br#"{"sku":"A"}"#, br#"{"qty":1}"#, br#"{"sku":1,"qty":1}"#,
+            br#"{"sku":"A","qty":"1"}"#, br#"{"sku":"A","qty":1.5}"#, br#"{"sku":"A","qty":1e400}"#,
+            br#"{"sku":"A","qty":0}"#, br#"{"sku":"a b","qty":1}"#, b"",
+        ] {
+            assert!(PurchaseRequest::from_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn sku_upsert_validates_ranges() {
+        let ok = SkuUpsert::from_json(br#"{"name":"Shoe","price_cents":0,"stock":0,"max_per_user":1}"#);
+        assert!(ok.is_ok());
+        for bad in [
+            &br#"{"name":"","price_cents":0,"stock":0,"max_per_user":1}"#[..],
+            br#"{"name":"S","price_cents":-1,"stock":0,"max_per_user":1}"#,
+            br#"{"name":"S","price_cents":0,"stock":-1,"max_per_user":1}"#,
+            br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":0}"#,
+            br#"{"name":"S","price_cents":0.5,"stock":0,"max_per_user":1}"#,
+            br#"{"name":"S","price_cents":0,"stock":0}"#,
+        ] {
+            assert!(SkuUpsert::from_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
