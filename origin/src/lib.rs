@@ -1,2 +1,21 @@
-//! Flashgate origin (skeleton being written).
+//! Flashgate origin: decides flash-sale purchase attempts forwarded by the edge — exactly once,
+//! never overselling, with a clear answer.
+//!
+//! The purchase path in one read: [`routes`] (`POST /v1/purchases`) → parse ([`body`], [`auth`],
+//! `shared`) → per-SKU combiner ([`purchase`]) → Redlock lease ([`redlock`]) → one transaction
+//! ([`store::decide_batch`]) → answer.
+
+pub mod app;
+pub mod auth;
+pub mod body;
+pub mod metrics;
+pub mod problem;
+pub mod purchase;
 pub mod redlock;
+pub mod routes;
+pub mod settings;
+pub mod store;
+pub mod telemetry;
+
+pub use app::Application;
+pub use settings::Settings;

@@ -16,7 +16,9 @@ pub enum DomainError {
     InvalidUser,
     #[error("qty must be a JSON integer in 1..=100")]
     InvalidQuantity,
-    #[error("Idempotency-Key must be 1..=255 visible ASCII characters, or an sf-string \"...\" of them")]
+    #[error(
+        "Idempotency-Key must be 1..=255 visible ASCII characters, or an sf-string \"...\" of them"
+    )]
     InvalidIdempotencyKey,
 }
 
@@ -87,7 +89,11 @@ impl Sku {
 
     pub fn parse(s: &str) -> Result<Self, DomainError> {
         let ok = (1..=Self::MAX_LEN).contains(&s.len()) && s.bytes().all(is_sku_char);
-        if ok { Ok(Self(s.to_owned())) } else { Err(DomainError::InvalidSku) }
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(DomainError::InvalidSku)
+        }
     }
 }
 
@@ -96,7 +102,11 @@ impl UserId {
 
     pub fn parse(s: &str) -> Result<Self, DomainError> {
         let ok = (1..=Self::MAX_LEN).contains(&s.len()) && s.bytes().all(is_user_char);
-        if ok { Ok(Self(s.to_owned())) } else { Err(DomainError::InvalidUser) }
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(DomainError::InvalidUser)
+        }
     }
 }
 
@@ -107,7 +117,11 @@ impl IdempotencyKey {
     /// RFC 8941 sf-string (escapes `\"` and `\\` only); it is decoded. Either way the key must be
     /// 1..=255 visible ASCII characters.
     pub fn parse(raw: &str) -> Result<Self, DomainError> {
-        let decoded = if raw.starts_with('"') { decode_sf_string(raw)? } else { raw.to_owned() };
+        let decoded = if raw.starts_with('"') {
+            decode_sf_string(raw)?
+        } else {
+            raw.to_owned()
+        };
         let visible = decoded.bytes().all(|b| (0x21..=0x7e).contains(&b));
         if visible && (1..=Self::MAX_LEN).contains(&decoded.len()) {
             Ok(Self(decoded))
@@ -141,7 +155,11 @@ fn decode_sf_string(raw: &str) -> Result<String, DomainError> {
                 i += 2;
             }
             b'"' => {
-                return if i + 1 == bytes.len() { Ok(out) } else { Err(DomainError::InvalidIdempotencyKey) };
+                return if i + 1 == bytes.len() {
+                    Ok(out)
+                } else {
+                    Err(DomainError::InvalidIdempotencyKey)
+                };
             }
             b @ 0x20..=0x7e => {
                 out.push(char::from(b));
@@ -171,9 +189,9 @@ impl Quantity {
     /// Accepts only a JSON integer (`1.5`, `1e2`, `"1"` are refused).
     pub fn from_json(v: &serde_json::Value) -> Result<Self, DomainError> {
         match v {
-            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
-                n.as_i64().map_or(Err(DomainError::InvalidQuantity), Self::new)
-            }
+            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => n
+                .as_i64()
+                .map_or(Err(DomainError::InvalidQuantity), Self::new),
             _ => Err(DomainError::InvalidQuantity),
         }
     }
@@ -212,24 +230,55 @@ mod tests {
 
     #[test]
     fn quantity_is_a_json_integer_in_range() {
-        let q = |s: &str| Quantity::from_json(&serde_json::from_str(s).unwrap_or(serde_json::Value::Null));
+        let q = |s: &str| {
+            Quantity::from_json(&serde_json::from_str(s).unwrap_or(serde_json::Value::Null))
+        };
         assert_eq!(q("1").map(Quantity::get), Ok(1));
         assert_eq!(q("100").map(Quantity::get), Ok(100));
-        for bad in ["0", "-1", "101", "1.5", "1.0", "1e2", "1e30", "\"1\"", "null", "18446744073709551616"] {
+        for bad in [
+            "0",
+            "-1",
+            "101",
+            "1.5",
+            "1.0",
+            "1e2",
+            "1e30",
+            "\"1\"",
+            "null",
+            "18446744073709551616",
+        ] {
             assert_eq!(q(bad), Err(DomainError::InvalidQuantity), "{bad}");
         }
     }
 
     #[test]
     fn idempotency_key_bare_and_sf_string_forms_name_the_same_key() {
-        assert_eq!(IdempotencyKey::parse("abc"), IdempotencyKey::parse("\"abc\""));
-        assert_eq!(IdempotencyKey::parse(r#""a\"b\\c""#).map(|k| k.0), Ok(r#"a"b\c"#.to_owned()));
+        assert_eq!(
+            IdempotencyKey::parse("abc"),
+            IdempotencyKey::parse("\"abc\"")
+        );
+        assert_eq!(
+            IdempotencyKey::parse(r#""a\"b\\c""#).map(|k| k.0),
+            Ok(r#"a"b\c"#.to_owned())
+        );
         assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
         for bad in [
-            "", "\"\"", "a b", "\"a b\"", "\"abc", "\"abc\"x", "\"a\\nb\"", "é", "\t",
+            "",
+            "\"\"",
+            "a b",
+            "\"a b\"",
+            "\"abc",
+            "\"abc\"x",
+            "\"a\\nb\"",
+            "é",
+            "\t",
             &"k".repeat(256),
         ] {
-            assert_eq!(IdempotencyKey::parse(bad), Err(DomainError::InvalidIdempotencyKey), "{bad:?}");
+            assert_eq!(
+                IdempotencyKey::parse(bad),
+                Err(DomainError::InvalidIdempotencyKey),
+                "{bad:?}"
+            );
         }
         assert!(IdempotencyKey::parse_bytes(&[0xff, 0x41]).is_err());
     }

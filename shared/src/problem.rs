@@ -146,8 +146,9 @@ mod tests {
 
     #[test]
     fn problem_has_the_rfc9457_members_and_the_code() {
-        let v: serde_json::Value = serde_json::from_str(&Problem::new(ErrorCode::SoldOut, "none left").to_json())
-            .expect("valid json");
+        let v: serde_json::Value =
+            serde_json::from_str(&Problem::new(ErrorCode::SoldOut, "none left").to_json())
+                .expect("valid json");
         assert_eq!(v["type"], "urn:flashgate:problem:sold_out");
         assert_eq!(v["title"], "Sold out");
         assert_eq!(v["status"], 409);
@@ -157,7 +158,11 @@ mod tests {
 
     #[test]
     fn serde_name_matches_as_str() {
-        for code in [ErrorCode::IdempotencyKeyReused, ErrorCode::MissingIdempotencyKey, ErrorCode::Unavailable] {
+        for code in [
+            ErrorCode::IdempotencyKeyReused,
+            ErrorCode::MissingIdempotencyKey,
+            ErrorCode::Unavailable,
+        ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }
     }

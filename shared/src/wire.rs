@@ -30,7 +30,10 @@ fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>, BodyError> {
     }
 }
 
-fn required<'a>(map: &'a serde_json::Map<String, Value>, field: &'static str) -> Result<&'a Value, BodyError> {
+fn required<'a>(
+    map: &'a serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a Value, BodyError> {
     map.get(field).ok_or(BodyError::Missing(field))
 }
 
@@ -95,23 +98,39 @@ impl SkuUpsert {
     pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
         let map = object(body)?;
         let name = match required(&map, "name")? {
-            Value::String(s) if !s.trim().is_empty() && s.chars().count() <= Self::MAX_NAME_LEN => s.clone(),
+            Value::String(s) if !s.trim().is_empty() && s.chars().count() <= Self::MAX_NAME_LEN => {
+                s.clone()
+            }
             _ => {
-                return Err(BodyError::Field { field: "name", reason: "must be a non-empty string of at most 200 characters".into() });
+                return Err(BodyError::Field {
+                    field: "name",
+                    reason: "must be a non-empty string of at most 200 characters".into(),
+                });
             }
         };
         let int = |field: &'static str, min: i64, max: i64| -> Result<i64, BodyError> {
             let v = required(&map, field)?;
             match v.as_i64() {
                 Some(n) if (v.is_i64() || v.is_u64()) && (min..=max).contains(&n) => Ok(n),
-                _ => Err(BodyError::Field { field, reason: format!("must be a JSON integer in {min}..={max}") }),
+                _ => Err(BodyError::Field {
+                    field,
+                    reason: format!("must be a JSON integer in {min}..={max}"),
+                }),
             }
         };
         let price_cents = int("price_cents", 0, Self::MAX_AMOUNT)?;
         let stock = int("stock", 0, Self::MAX_AMOUNT)?;
         let max_per_user = int("max_per_user", 1, i64::from(i32::MAX))?;
-        let max_per_user = i32::try_from(max_per_user).map_err(|_| BodyError::Field { field: "max_per_user", reason: "too large".into() })?;
-        Ok(Self { name, price_cents, stock, max_per_user })
+        let max_per_user = i32::try_from(max_per_user).map_err(|_| BodyError::Field {
+            field: "max_per_user",
+            reason: "too large".into(),
+        })?;
+        Ok(Self {
+            name,
+            price_cents,
+            stock,
+            max_per_user,
+        })
     }
 }
 
@@ -121,7 +140,8 @@ mod tests {
 
     #[test]
     fn purchase_body_parses_and_ignores_unknown_fields() {
-        let r = PurchaseRequest::from_json(br#"{"qty": 3, "sku": "A-1", "note": [1]}"#).expect("valid");
+        let r =
+            PurchaseRequest::from_json(br#"{"qty": 3, "sku": "A-1", "note": [1]}"#).expect("valid");
         assert_eq!((r.sku.as_str(), r.qty.get()), ("A-1", 3));
         assert_eq!(PurchaseRequest::from_json(r.to_json().as_bytes()), Ok(r));
     }
@@ -129,17 +149,31 @@ mod tests {
     #[test]
     fn purchase_body_rejects_each_bad_shape() {
         for bad in [
-            &b"not json"[..], b"[]", b"{}", br#"{"sku":"A"}"#, br#"{"qty":1}"#, br#"{"sku":1,"qty":1}"#,
-            br#"{"sku":"A","qty":"1"}"#, br#"{"sku":"A","qty":1.5}"#, br#"{"sku":"A","qty":1e400}"#,
-            br#"{"sku":"A","qty":0}"#, br#"{"sku":"a b","qty":1}"#, b"",
+            &b"not json"[..],
+            b"[]",
+            b"{}",
+            br#"{"sku":"A"}"#,
+            br#"{"qty":1}"#,
+            br#"{"sku":1,"qty":1}"#,
+            br#"{"sku":"A","qty":"1"}"#,
+            br#"{"sku":"A","qty":1.5}"#,
+            br#"{"sku":"A","qty":1e400}"#,
+            br#"{"sku":"A","qty":0}"#,
+            br#"{"sku":"a b","qty":1}"#,
+            b"",
         ] {
-            assert!(PurchaseRequest::from_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                PurchaseRequest::from_json(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
     #[test]
     fn sku_upsert_validates_ranges() {
-        let ok = SkuUpsert::from_json(br#"{"name":"Shoe","price_cents":0,"stock":0,"max_per_user":1}"#);
+        let ok =
+            SkuUpsert::from_json(br#"{"name":"Shoe","price_cents":0,"stock":0,"max_per_user":1}"#);
         assert!(ok.is_ok());
         for bad in [
             &br#"{"name":"","price_cents":0,"stock":0,"max_per_user":1}"#[..],
@@ -149,7 +183,11 @@ mod tests {
             br#"{"name":"S","price_cents":0.5,"stock":0,"max_per_user":1}"#,
             br#"{"name":"S","price_cents":0,"stock":0}"#,
         ] {
-            assert!(SkuUpsert::from_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                SkuUpsert::from_json(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

@@ -1,1 +1,129 @@
-//! Redlock: a distributed lock over N independent Redis masters (placeholder; being written).
+//! Redlock: a distributed lock over N independent Redis masters, with fencing tokens.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), origin::redlock::RedlockError> {
+//! use std::time::Duration;
+//! use origin::redlock::{Redlock, RedlockConfig, RedlockError, RedlockMetrics};
+//!
+//! let urls = vec!["redis://10.0.0.1:6379".to_owned(), "redis://10.0.0.2:6379".to_owned(), "redis://10.0.0.3:6379".to_owned()];
+//! let lock = Redlock::connect(&urls, RedlockConfig::default(), RedlockMetrics::default()).await?;
+//! match lock.acquire("sku:42", Duration::from_secs(2)).await {
+//!     Ok(lease) => {
+//!         // … write to the database, presenting lease.fence(), within lease.remaining() …
+//!         lock.release(lease).await?;
+//!     }
+//!     Err(RedlockError::Contended) => { /* someone else holds it: wait or queue */ }
+//!     Err(RedlockError::Unreachable { .. }) => { /* too few nodes: answer 503 */ }
+//!     Err(other) => return Err(other),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # The algorithm
+//!
+//! The quorum is `N / 2 + 1`. Each node is reached over one long-lived multiplexed connection
+//! (redis-rs `ConnectionManager`), created lazily and re-made in the background, so a node that
+//! is down costs a fast "no" and never a connection per command.
+//!
+//! * **Acquire** sends one Lua script to every node at once: `SET lock token NX PX ttl` and, if
+//!   set, bump the key's fence counter. The attempt is decided the moment the outcome is known:
+//!   as soon as a quorum granted, or as soon as the nodes that refused or failed make a quorum
+//!   impossible. Each node call has a timeout derived from the TTL
+//!   ([`RedlockConfig::node_timeout_ratio`], clamped), so one slow or paused node cannot stall
+//!   an acquire. Validity is `ttl − elapsed − drift` with `drift = ttl × 0.01 + 2 ms`, measured
+//!   on the monotonic clock from before the first send, computed with checked arithmetic (no
+//!   underflow: "negative" validity is simply [`RedlockError::ValidityTooShort`]).
+//! * **A failed attempt cleans up before retrying**: compare-and-delete on every node that
+//!   granted, failed, or had not answered (a timed-out command may still have run).
+//! * **Retries** continue until a deadline ([`RedlockConfig::retry_deadline`] or
+//!   [`Redlock::acquire_until`]), pausing with decorrelated jitter between attempts.
+//! * **Release / extend** are compare-and-delete / compare-and-pexpire scripts on every node: a
+//!   lease never deletes or prolongs another holder's lock. Extend succeeds only if a quorum
+//!   confirms within the lease's current validity.
+//! * **Errors** say what to do: [`RedlockError::Contended`] (enough nodes voted, others' locks
+//!   took the votes: wait), [`RedlockError::Unreachable`] (fewer than a quorum of nodes could
+//!   vote: 503), [`RedlockError::ValidityTooShort`], [`RedlockError::Lost`].
+//!
+//! # Fencing tokens
+//!
+//! A lock alone cannot stop a holder that paused (GC, swap, a stalled VM) past its validity from
+//! writing after the next holder started. [`Lease::fence`] lets the store refuse such writes: it
+//! strictly increases across successive holders of a key.
+//!
+//! Each node keeps a counter per key, incremented by the acquire script atomically with the
+//! `SET NX`. The lease's fence `F` is the maximum over the granting nodes. If fewer than a quorum
+//! of granting nodes are already at `F`, the attempt raises the others to `F` (a "max" write,
+//! never lowering) and only succeeds once a quorum of nodes confirm `counter ≥ F` *while still
+//! holding our lock*. So when a lease is returned, a quorum `W` of nodes had `counter ≥ F` while
+//! they held it. The next holder's granting quorum intersects `W` in some node; that node granted
+//! it only after our lock there was gone, hence after the raise, so its increment yields more
+//! than `F`. In steady state all nodes agree and the raise costs nothing (one round trip per
+//! acquire); it runs only after some node missed acquisitions.
+//!
+//! # Nodes restarted empty
+//!
+//! A node that restarts without persistence forgets the locks it granted; with a second
+//! acquirer it could then form a quorum while the first still holds a valid lease. The Redlock
+//! spec's answer is to keep a restarted node out of the game for a bit more than the longest
+//! TTL. This module enforces that *on the node itself*, so no operator step can forget it:
+//!
+//! * every node carries an incarnation marker (`<prefix>node:incarnation`, no TTL). The acquire
+//!   and health scripts, finding it missing (first use, restart without persistence,
+//!   `FLUSHALL`), create it together with a recovery flag that expires after
+//!   `max_ttl + drift(max_ttl)` ([`RedlockConfig::max_ttl`]);
+//! * while the flag lives the node answers "recovering" and does not vote (it counts as
+//!   unable to vote, so a quorum of such nodes yields [`RedlockError::Unreachable`], and
+//!   [`Redlock::quorum_reachable`] reports not ready);
+//! * `acquire`/`extend` refuse TTLs above `max_ttl`, so any lease the node granted before it lost
+//!   its data has expired before it votes again. All processes sharing nodes must use the same
+//!   `max_ttl` (the first one to touch a restarted node sets its window).
+//!
+//! The cost: a brand-new set of nodes (first deployment, each test's fresh `redis-server`) is not
+//! usable for `max_ttl` after first contact. [`Redlock::connect`] probes every node in the
+//! background to start that clock early; [`Redlock::node_states`] shows it.
+//!
+//! The fence survives restarts too. A restarted node has lost its counters; if it is the only
+//! node shared by the previous holder's confirmation quorum and the next holder's quorum, the
+//! intersection argument above breaks. So a counter that does not exist yet starts at the
+//! acquirer's wall clock in microseconds since the epoch (a "floor") rather than at 1: every
+//! fence ever issued for a key is at most its first floor plus one per acquisition, and an
+//! acquisition takes far more than a microsecond, so fences stay below "now in microseconds".
+//! A restarted node votes only after its recovery window (at least `max_ttl` after it lost the
+//! counter), so its new floor exceeds every earlier fence as long as the clocks of the machines
+//! running the lock's clients agree within `max_ttl / 2` and do not step back by more than that.
+//! This is the one place wall clocks matter; it matters only after a node lost its data. Fences
+//! are therefore large numbers (around 2^51), still far inside `i64`.
+//!
+//! # Deployment notes
+//!
+//! * Nodes must be independent masters (no replication between them), Redis ≥ 5 (scripts are
+//!   replicated by effect). Keys used: `<prefix>lock:<key>` (with TTL), `<prefix>fence:<key>`
+//!   (one small counter per key, no TTL), `<prefix>node:*`. Use an eviction policy that cannot
+//!   evict keys without TTL (`noeviction` or `volatile-*`): an evicted counter or marker is
+//!   handled as a restart, which is safe but costs a recovery window.
+//! * URLs naming the same node twice are rejected; two different names for one node (e.g.
+//!   `localhost` and `127.0.0.1`) cannot be detected and would break the quorum.
+//! * Nodes are named by their index in the URL list in errors, logs and metrics.
+//!
+//! # Metrics
+//!
+//! `redlock_acquire_total{result="acquired|contended|unreachable|validity_too_short"}`,
+//! `redlock_acquire_attempts_total`, `redlock_acquire_seconds` (histogram),
+//! `redlock_node_errors_total{node="<index>"}`, `redlock_extend_failures_total`,
+//! `redlock_release_validity_remaining_seconds` (histogram). See [`RedlockMetrics`].
+
+mod backoff;
+mod client;
+mod config;
+mod error;
+mod lease;
+mod metrics;
+mod node;
+mod scripts;
+mod tally;
+
+pub use client::{NodeState, Redlock};
+pub use config::RedlockConfig;
+pub use error::{ConfigError, RedlockError};
+pub use lease::Lease;
+pub use metrics::RedlockMetrics;

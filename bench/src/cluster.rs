@@ -1,0 +1,181 @@
+//! A throwaway local cluster for `bench compare`: N `redis-server` nodes on free ports, a fresh
+//! Postgres database, and M origin processes — all stopped (killed) when the run ends.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::process::{Child, Command};
+
+pub(crate) const EDGE_SECRET: &str = "bench-edge-secret-0123456789";
+pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
+
+pub(crate) struct Cluster {
+    pub(crate) origin_urls: Vec<String>,
+    pub(crate) database_url: String,
+    children: Vec<Child>,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A temporary directory removed on drop.
+    pub(crate) struct Dir(pub(crate) std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut check: impl AsyncFnMut() -> bool,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check().await {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("{what} did not become ready within {timeout:?}")
+}
+
+impl Cluster {
+    pub(crate) async fn start(
+        origin_bin: &Path,
+        postgres: &str,
+        origins: usize,
+        redis_nodes: usize,
+        single_flight: bool,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            origin_bin.exists(),
+            "{} not found: run `cargo build --release -p origin` first",
+            origin_bin.display()
+        );
+        let dir =
+            std::env::temp_dir().join(format!("flashgate-bench-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir)?;
+        let dir = tempdir::Dir(dir);
+        let mut children = Vec::new();
+        let mut redis_urls = Vec::new();
+        for _ in 0..redis_nodes {
+            let port = free_port()?;
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(&dir.0)
+                .stdout(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .context("starting redis-server")?;
+            children.push(child);
+            redis_urls.push(format!("redis://127.0.0.1:{port}"));
+        }
+        for url in &redis_urls {
+            let client = redis_ping_client(url);
+            wait_until("redis-server", Duration::from_secs(10), async || {
+                client.connect().await.is_ok()
+            })
+            .await?;
+        }
+
+        let db = format!("flashgate_bench_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(postgres)
+            .await
+            .context("connecting to Postgres")?;
+        sqlx::query(&format!("CREATE DATABASE {db}"))
+            .execute(&admin)
+            .await?;
+        let database_url = match postgres.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{db}"),
+            None => anyhow::bail!("--postgres must end with /<database>"),
+        };
+
+        let mut origin_urls = Vec::new();
+        for i in 0..origins {
+            let port = free_port()?;
+            let log = std::fs::File::create(dir.0.join(format!("origin-{i}.log")))?;
+            let child = Command::new(origin_bin)
+                .env("DATABASE_URL", &database_url)
+                .env("REDIS_URLS", redis_urls.join(","))
+                .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
+                .env("EDGE_SHARED_SECRET", EDGE_SECRET)
+                .env("ADMIN_TOKEN", ADMIN_TOKEN)
+                .env("SINGLE_FLIGHT", single_flight.to_string())
+                .env("RUST_LOG", "warn")
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .kill_on_drop(true)
+                .spawn()
+                .context("starting origin")?;
+            children.push(child);
+            let url = format!("http://127.0.0.1:{port}");
+            let client = reqwest::Client::new();
+            let ready = format!("{url}/readyz");
+            wait_until("origin", Duration::from_secs(30), async || {
+                client
+                    .get(&ready)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            })
+            .await?;
+            origin_urls.push(url);
+        }
+        Ok(Self {
+            origin_urls,
+            database_url,
+            children,
+            _dir: dir,
+        })
+    }
+
+    pub(crate) async fn stop(mut self) {
+        for child in &mut self.children {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+/// A tiny RESP PING over TCP, to wait for a node without pulling in a Redis client.
+fn redis_ping_client(url: &str) -> PingClient {
+    PingClient(url.trim_start_matches("redis://").to_owned())
+}
+
+struct PingClient(String);
+
+impl PingClient {
+    async fn connect(&self) -> std::io::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(&self.0).await?;
+        s.write_all(b"PING\r\n").await?;
+        let mut buf = [0u8; 7];
+        s.read_exact(&mut buf).await?;
+        if &buf == b"+PONG\r\n" {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("unexpected reply"))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The summary table printed at the end of a run.
+
+use std::time::Duration;
+
+use crate::sale::SaleResult;
+
+fn ms(micros: u64) -> String {
+    format!("{:.1}", micros as f64 / 1000.0)
+}
+
+fn per_sec(n: u64, d: Option<Duration>) -> f64 {
+    match d {
+        Some(d) if d > Duration::ZERO => n as f64 / d.as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// Prints one column per result, and the speed-up of the first over the last when there are two.
+pub(crate) fn print(results: &[&SaleResult]) {
+    let rows: Vec<(&str, Box<dyn Fn(&SaleResult) -> String>)> = vec![
+        ("shoppers", Box::new(|r| r.concurrency.to_string())),
+        ("stock", Box::new(|r| r.stock.to_string())),
+        ("units sold", Box::new(|r| r.units_sold.to_string())),
+        (
+            "time to sell-out (s)",
+            Box::new(|r| {
+                r.sell_out_at
+                    .map_or("-".into(), |d| format!("{:.2}", d.as_secs_f64()))
+            }),
+        ),
+        (
+            "confirmed purchases/s",
+            Box::new(|r| format!("{:.0}", per_sec(r.units_sold, r.sell_out_at))),
+        ),
+        (
+            "decisions/s",
+            Box::new(|r| {
+                let decided: u64 = r
+                    .statuses
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with("503") && !k.starts_with("transport"))
+                    .map(|(_, v)| v)
+                    .sum();
+                format!("{:.0}", per_sec(decided, Some(r.elapsed)))
+            }),
+        ),
+        ("requests", Box::new(|r| r.latency.len().to_string())),
+        (
+            "p50 ms",
+            Box::new(|r| ms(r.latency.value_at_quantile(0.50))),
+        ),
+        (
+            "p90 ms",
+            Box::new(|r| ms(r.latency.value_at_quantile(0.90))),
+        ),
+        (
+            "p99 ms",
+            Box::new(|r| ms(r.latency.value_at_quantile(0.99))),
+        ),
+        ("max ms", Box::new(|r| ms(r.latency.max()))),
+        (
+            "lock acquisitions / sold unit",
+            Box::new(|r| match r.lock_acquisitions {
+                Some(l) if r.units_sold > 0 => format!("{:.3}", l as f64 / r.units_sold as f64),
+                _ => "-".into(),
+            }),
+        ),
+        (
+            "invariants",
+            Box::new(|r| {
+                if r.invariants.ok() {
+                    "ok".into()
+                } else {
+                    r.invariants.violations.join("; ")
+                }
+            }),
+        ),
+    ];
+    let mut statuses: Vec<&String> = results.iter().flat_map(|r| r.statuses.keys()).collect();
+    statuses.sort();
+    statuses.dedup();
+
+    let width = 32;
+    print!("\n{:<width$}", "");
+    for r in results {
+        print!("{:>22}", r.name);
+    }
+    println!();
+    for (name, f) in &rows {
+        print!("{name:<width$}");
+        for r in results {
+            print!("{:>22}", f(r));
+        }
+        println!();
+    }
+    for s in statuses {
+        print!("{:<width$}", format!("status {s}"));
+        for r in results {
+            print!("{:>22}", r.statuses.get(s).copied().unwrap_or(0));
+        }
+        println!();
+    }
+    if let [first, .., last] = results {
+        let a = per_sec(first.units_sold, first.sell_out_at);
+        let b = per_sec(last.units_sold, last.sell_out_at);
+        if b > 0.0 {
+            println!(
+                "\nconfirmed purchases/s, {} vs {}: {:.1}x",
+                first.name,
+                last.name,
+                a / b
+            );
+        }
+    }
+    for r in results {
+        let i = &r.invariants;
+        println!(
+            "[{}] db: initial {} remaining {} units in orders {} | max units/user {} (cap {}) | 201 orders {} found {} | orders {}",
+            r.name,
+            i.initial,
+            i.remaining,
+            i.units_in_orders,
+            i.max_units_per_user,
+            i.cap,
+            i.distinct_201_orders,
+            i.orders_found_for_201s,
+            i.orders_total
+        );
+    }
+}

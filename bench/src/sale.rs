@@ -1,0 +1,397 @@
+//! One flash sale: create the SKU, run C shoppers until sell-out, collect latencies and statuses,
+//! then check the invariants against the database.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hmac::{Hmac, Mac};
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::Sha256;
+use shared::signing::{self, SignedParts};
+use tokio::sync::Mutex;
+
+use crate::SaleArgs;
+
+/// How shoppers authenticate.
+#[derive(Debug, Clone)]
+pub(crate) enum Auth {
+    /// Sign like the edge (direct to the origin).
+    Edge(String),
+    /// Present an HS256 session token (through the edge).
+    Session(String),
+}
+
+/// One answered (or failed) request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) at: Duration,
+    pub(crate) latency: Duration,
+    /// HTTP status, or 0 for a transport error.
+    pub(crate) status: u16,
+}
+
+/// What the database says after the sale.
+#[derive(Debug, Default)]
+pub(crate) struct Invariants {
+    pub(crate) initial: i64,
+    pub(crate) remaining: i64,
+    pub(crate) units_in_orders: i64,
+    pub(crate) max_units_per_user: i64,
+    pub(crate) cap: i64,
+    pub(crate) distinct_201_orders: usize,
+    pub(crate) orders_found_for_201s: i64,
+    pub(crate) orders_total: i64,
+    pub(crate) violations: Vec<String>,
+}
+
+impl Invariants {
+    pub(crate) fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Everything measured in one sale.
+#[derive(Debug)]
+pub(crate) struct SaleResult {
+    pub(crate) name: String,
+    pub(crate) concurrency: usize,
+    pub(crate) stock: i64,
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) latency: Histogram<u64>,
+    pub(crate) statuses: BTreeMap<String, u64>,
+    pub(crate) units_sold: u64,
+    pub(crate) sell_out_at: Option<Duration>,
+    pub(crate) elapsed: Duration,
+    pub(crate) lock_acquisitions: Option<u64>,
+    pub(crate) invariants: Invariants,
+}
+
+struct Shared {
+    client: reqwest::Client,
+    targets: Vec<String>,
+    auth: Auth,
+    sku: String,
+    start: Instant,
+    stop: AtomicBool,
+    sold: AtomicU64,
+    last_201_micros: AtomicU64,
+    samples: Mutex<Vec<Sample>>,
+    statuses: Mutex<BTreeMap<String, u64>>,
+    order_ids: Mutex<HashSet<String>>,
+    bar: ProgressBar,
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// An HS256 session token for `user`, valid for an hour.
+pub(crate) fn mint_token(secret: &str, user: &str) -> String {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let header = b64.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = b64.encode(serde_json::json!({"sub": user, "exp": now_unix() + 3600}).to_string());
+    let signing_input = format!("{header}.{claims}");
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| unreachable!("any key length"));
+    mac.update(signing_input.as_bytes());
+    format!(
+        "{signing_input}.{}",
+        b64.encode(mac.finalize().into_bytes())
+    )
+}
+
+async fn scrape_lock_acquisitions(client: &reqwest::Client, targets: &[String]) -> Option<u64> {
+    let mut total = 0;
+    for t in targets {
+        let text = client
+            .get(format!("{t}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("origin_lock_acquisitions_total "))?;
+        total += line.split_whitespace().nth(1)?.parse::<f64>().ok()? as u64;
+    }
+    Some(total)
+}
+
+/// Runs one sale; see the module docs.
+pub(crate) async fn run(
+    args: &SaleArgs,
+    targets: &[String],
+    admin_url: &str,
+    admin_token: &str,
+    auth: &Auth,
+    database_url: &str,
+    name: Option<&str>,
+) -> anyhow::Result<SaleResult> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let sku = args
+        .sku
+        .clone()
+        .unwrap_or_else(|| format!("BENCH-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+    let res = client
+        .put(format!("{admin_url}/v1/admin/skus/{sku}"))
+        .bearer_auth(admin_token)
+        .json(&serde_json::json!({"name": "Benchmark item", "price_cents": 100, "stock": args.stock, "max_per_user": args.max_per_user}))
+        .send()
+        .await
+        .context("creating the SKU")?;
+    anyhow::ensure!(
+        res.status().is_success(),
+        "creating the SKU: {} {}",
+        res.status(),
+        res.text().await.unwrap_or_default()
+    );
+    let locks_before = scrape_lock_acquisitions(&client, targets).await;
+
+    let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} sold  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let shared = Arc::new(Shared {
+        client,
+        targets: targets.to_vec(),
+        auth: auth.clone(),
+        sku: sku.clone(),
+        start: Instant::now(),
+        stop: AtomicBool::new(false),
+        sold: AtomicU64::new(0),
+        last_201_micros: AtomicU64::new(0),
+        samples: Mutex::new(Vec::new()),
+        statuses: Mutex::new(BTreeMap::new()),
+        order_ids: Mutex::new(HashSet::new()),
+        bar,
+    });
+    let shoppers: Vec<_> = (0..args.concurrency)
+        .map(|i| tokio::spawn(shopper(shared.clone(), i)))
+        .collect();
+    let deadline = tokio::time::sleep(args.max_duration());
+    tokio::pin!(deadline);
+    let all = futures::future::join_all(shoppers);
+    tokio::pin!(all);
+    tokio::select! {
+        _ = &mut all => {}
+        () = &mut deadline => {
+            shared.stop.store(true, Ordering::Relaxed);
+            eprintln!("time cap reached; stopping shoppers");
+            all.await;
+        }
+    }
+    let elapsed = shared.start.elapsed();
+    shared.bar.finish_and_clear();
+    let locks_after = scrape_lock_acquisitions(&shared.client, targets).await;
+
+    let samples = std::mem::take(&mut *shared.samples.lock().await);
+    let mut latency = Histogram::<u64>::new(3)?;
+    for s in &samples {
+        latency.record(
+            u64::try_from(s.latency.as_micros())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        )?;
+    }
+    let units_sold = shared.sold.load(Ordering::Relaxed);
+    let last = shared.last_201_micros.load(Ordering::Relaxed);
+    let order_ids: Vec<String> = shared.order_ids.lock().await.iter().cloned().collect();
+    let invariants = check_invariants(database_url, &sku, args.max_per_user, &order_ids).await?;
+    Ok(SaleResult {
+        name: name.unwrap_or(&args.label).to_owned(),
+        concurrency: args.concurrency,
+        stock: args.stock,
+        samples,
+        latency,
+        statuses: std::mem::take(&mut *shared.statuses.lock().await),
+        units_sold,
+        sell_out_at: (last > 0).then(|| Duration::from_micros(last)),
+        elapsed,
+        lock_acquisitions: locks_before
+            .zip(locks_after)
+            .map(|(b, a)| a.saturating_sub(b)),
+        invariants,
+    })
+}
+
+/// One shopper: buys one unit at a time with a fresh key, retrying the same key on 503, 429 and
+/// transport errors, until sold out, capped, or stopped.
+async fn shopper(s: Arc<Shared>, i: usize) {
+    let user = format!("shopper-{i}");
+    let target = &s.targets[i % s.targets.len()];
+    let token = match &s.auth {
+        Auth::Session(secret) => Some(mint_token(secret, &user)),
+        Auth::Edge(_) => None,
+    };
+    let body = format!(r#"{{"sku":"{}","qty":1}}"#, s.sku);
+    while !s.stop.load(Ordering::Relaxed) {
+        let key = uuid::Uuid::new_v4().to_string();
+        loop {
+            if s.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let mut req = s
+                .client
+                .post(format!("{target}/v1/purchases"))
+                .header("idempotency-key", &key)
+                .body(body.clone());
+            match (&s.auth, &token) {
+                (_, Some(t)) => req = req.bearer_auth(t),
+                (Auth::Edge(secret), None) => {
+                    let parts = SignedParts {
+                        method: "POST",
+                        path: "/v1/purchases",
+                        user: &user,
+                        idempotency_key: &key,
+                        body: body.as_bytes(),
+                    };
+                    req = req.header("flashgate-user", &user).header(
+                        "flashgate-signature",
+                        signing::sign(secret.as_bytes(), now_unix(), &parts),
+                    );
+                }
+                (Auth::Session(_), None) => return,
+            }
+            let t0 = Instant::now();
+            let result = req.send().await;
+            let latency = t0.elapsed();
+            let at = s.start.elapsed();
+            let (status, retry_after, json) = match result {
+                Ok(res) => {
+                    let status = res.status().as_u16();
+                    let retry_after = res
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    let json: serde_json::Value =
+                        res.json().await.unwrap_or(serde_json::Value::Null);
+                    (status, retry_after, json)
+                }
+                Err(_) => (0, None, serde_json::Value::Null),
+            };
+            s.samples.lock().await.push(Sample {
+                at,
+                latency,
+                status,
+            });
+            let label = match status {
+                0 => "transport error".to_owned(),
+                201 => "201".to_owned(),
+                _ => format!("{status} {}", json["code"].as_str().unwrap_or("?")),
+            };
+            *s.statuses.lock().await.entry(label).or_insert(0) += 1;
+            match status {
+                201 => {
+                    if let Some(id) = json["order_id"].as_str() {
+                        if s.order_ids.lock().await.insert(id.to_owned()) {
+                            s.sold.fetch_add(1, Ordering::Relaxed);
+                            s.bar.inc(1);
+                            s.last_201_micros.fetch_max(
+                                u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
+                                Ordering::Relaxed,
+                            );
+                        }
+                    }
+                    break; // next unit, fresh key
+                }
+                503 | 429 | 0 => {
+                    let wait = retry_after.map_or(Duration::from_millis(200), Duration::from_secs);
+                    tokio::time::sleep(wait).await;
+                }
+                409 if json["code"] == "idempotency_in_flight" => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                _ => return, // sold_out, purchase_limit, or a 4xx the benchmark does not expect
+            }
+        }
+    }
+}
+
+async fn check_invariants(
+    database_url: &str,
+    sku: &str,
+    cap: i64,
+    order_ids: &[String],
+) -> anyhow::Result<Invariants> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(database_url)
+        .await
+        .context("connecting for the invariant check")?;
+    let (initial, remaining, generation): (i64, i64, i64) =
+        sqlx::query_as("SELECT initial_stock, stock, generation FROM skus WHERE sku = $1")
+            .bind(sku)
+            .fetch_one(&pool)
+            .await?;
+    let (units, orders_total): (i64, i64) =
+        sqlx::query_as("SELECT COALESCE(SUM(qty), 0)::BIGINT, COUNT(*) FROM orders WHERE sku = $1 AND generation = $2")
+            .bind(sku)
+            .bind(generation)
+            .fetch_one(&pool)
+            .await?;
+    let max_user: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(MAX(s), 0)::BIGINT FROM (SELECT SUM(qty) AS s FROM orders WHERE sku = $1 GROUP BY user_id) t",
+    )
+    .bind(sku)
+    .fetch_one(&pool)
+    .await?;
+    let found: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE order_id::text = ANY($1)")
+            .bind(order_ids)
+            .fetch_one(&pool)
+            .await?;
+    let mut inv = Invariants {
+        initial,
+        remaining,
+        units_in_orders: units,
+        max_units_per_user: max_user,
+        cap,
+        distinct_201_orders: order_ids.len(),
+        orders_found_for_201s: found,
+        orders_total,
+        violations: Vec::new(),
+    };
+    if initial - remaining != units {
+        inv.violations.push(format!(
+            "sold {} != units in orders {units}",
+            initial - remaining
+        ));
+    }
+    if remaining < 0 || units > initial {
+        inv.violations
+            .push(format!("oversell: {units} units ordered of {initial}"));
+    }
+    if max_user > cap {
+        inv.violations.push(format!(
+            "a user holds {max_user} units, above the cap {cap}"
+        ));
+    }
+    if i64::try_from(order_ids.len()).unwrap_or(-1) != found {
+        inv.violations.push(format!(
+            "{} distinct 201 order ids, {found} found in orders",
+            order_ids.len()
+        ));
+    }
+    if orders_total != found {
+        inv.violations.push(format!(
+            "{orders_total} orders in the database but {found} were answered 201"
+        ));
+    }
+    Ok(inv)
+}

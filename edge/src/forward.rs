@@ -1,0 +1,195 @@
+//! Forwarding a purchase to the origin: the signed headers, and what the edge does with the
+//! origin's answer (pass it on, store it, learn sold-out facts from it, or turn a failure into a
+//! 503 the shopper may retry).
+
+use shared::headers::{IDEMPOTENCY_KEY, SIGNATURE, USER};
+use shared::signing::{SignedParts, sign};
+use shared::{ErrorCode, PurchaseResponse};
+
+use crate::purchase::Purchase;
+use crate::reply::{Reply, problem_code};
+use crate::shield::SkuFacts;
+
+/// Path of the purchase endpoint on the origin (also the signed path).
+pub const PURCHASE_PATH: &str = "/v1/purchases";
+
+/// Seconds a shopper is told to wait when the origin cannot be had.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
+
+/// Largest origin answer the edge relays (and stores); bigger is treated as the origin failing.
+pub const MAX_ORIGIN_BODY_BYTES: usize = 64 * 1024;
+
+/// The headers of the forwarded request: content type, the raw Idempotency-Key, the user and the
+/// signature over `POST /v1/purchases`, the user, the *decoded* key and the exact body bytes.
+pub fn signed_headers(secret: &[u8], now: i64, purchase: &Purchase) -> Vec<(&'static str, String)> {
+    let parts = SignedParts {
+        method: "POST",
+        path: PURCHASE_PATH,
+        user: purchase.user.as_str(),
+        idempotency_key: purchase.key.as_str(),
+        body: purchase.body.as_bytes(),
+    };
+    vec![
+        ("content-type", "application/json".to_owned()),
+        (IDEMPOTENCY_KEY, purchase.raw_key.clone()),
+        (USER, purchase.user.to_string()),
+        (SIGNATURE, sign(secret, now, &parts)),
+    ]
+}
+
+/// The origin's answer to a forwarded purchase, as the edge will treat it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A 2xx or 4xx answer: relay it (and `finish` the attempt with it).
+    Answer {
+        status: u16,
+        body: String,
+        replayed: bool,
+    },
+    /// The origin could not decide (5xx, or a non-problem error): answer this 503, release the key.
+    Unavailable(Reply),
+}
+
+/// Classifies the origin's `status`/`body` (`retry_after`: its `Retry-After`, if any).
+pub fn classify(status: u16, body: &[u8], retry_after: Option<&str>, replayed: bool) -> Outcome {
+    let retry = retry_after
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(UNAVAILABLE_RETRY_AFTER_SECS)
+        .clamp(1, 300);
+    let text = std::str::from_utf8(body)
+        .ok()
+        .filter(|_| body.len() <= MAX_ORIGIN_BODY_BYTES);
+    match (status, text) {
+        // 401 `bad_signature` means the edge and the origin disagree on EDGE_SHARED_SECRET or
+        // the clock: nothing the shopper can fix, so it is the origin being unavailable to them.
+        (401, _) => Outcome::Unavailable(unavailable()),
+        (200..=299 | 400..=499, Some(text)) => Outcome::Answer {
+            status,
+            body: text.to_owned(),
+            replayed,
+        },
+        (503, _) => Outcome::Unavailable(Reply::unavailable(
+            "the purchase service is unavailable, retry later",
+            retry,
+        )),
+        _ => Outcome::Unavailable(unavailable()),
+    }
+}
+
+/// The 503 for an origin that is down, slow, or answered nonsense.
+pub fn unavailable() -> Reply {
+    Reply::unavailable(
+        "the purchase service cannot be reached, retry later",
+        UNAVAILABLE_RETRY_AFTER_SECS,
+    )
+}
+
+/// The facts an origin answer teaches about the SKU, if any (`qty` was asked).
+pub fn learn(facts: SkuFacts, qty: u32, status: u16, body: &str) -> Option<SkuFacts> {
+    if status == 201 {
+        let remaining = serde_json::from_str::<PurchaseResponse>(body)
+            .ok()?
+            .remaining;
+        return Some(facts.after_purchase(remaining)).filter(|f| *f != facts);
+    }
+    if status == 409 && problem_code(body.as_bytes()) == Some(ErrorCode::SoldOut) {
+        return Some(facts.after_sold_out(qty)).filter(|f| *f != facts);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::purchase::{Incoming, validate};
+    use serde_json::json;
+    use shared::Problem;
+    use shared::signing::verify;
+
+    #[test]
+    fn the_forwarded_request_verifies_with_the_origin_rules() {
+        let token = crate::jwt::sign_hs256(&json!({"sub": "alice", "exp": 2_000_000_000}), b"s");
+        let auth = format!("Bearer {token}");
+        let incoming = Incoming {
+            authorization: Some(&auth),
+            idempotency_key: Some("\"k\\\"1\""),
+            body: br#"{ "qty":1, "sku":"A" }"#,
+        };
+        let p = validate(incoming, b"s", 1_700_000_000).expect("valid");
+        let headers = signed_headers(b"edge", 1_700_000_000, &p);
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get(IDEMPOTENCY_KEY), Some("\"k\\\"1\""));
+        assert_eq!(get(USER), Some("alice"));
+        // What the origin does: decode the key, hash the body it received, verify.
+        let parts = SignedParts {
+            method: "POST",
+            path: PURCHASE_PATH,
+            user: "alice",
+            idempotency_key: "k\"1",
+            body: p.body.as_bytes(),
+        };
+        assert_eq!(
+            verify(&[b"edge"], get(SIGNATURE), 1_700_000_100, &parts),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn origin_answers_are_relayed_or_become_503() {
+        let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        assert!(matches!(
+            classify(409, sold.as_bytes(), None, false),
+            Outcome::Answer { status: 409, .. }
+        ));
+        assert!(matches!(
+            classify(201, b"{}", None, true),
+            Outcome::Answer { replayed: true, .. }
+        ));
+        let Outcome::Unavailable(r) = classify(503, b"{}", Some("7"), false) else {
+            panic!("503 must be unavailable")
+        };
+        assert_eq!((r.status, r.header("retry-after")), (503, Some("7")));
+        for status in [500, 502, 504, 302, 401] {
+            let Outcome::Unavailable(r) = classify(status, b"boom", None, false) else {
+                panic!("{status}")
+            };
+            assert_eq!((r.status, r.header("retry-after")), (503, Some("2")));
+        }
+        let huge = vec![b'a'; MAX_ORIGIN_BODY_BYTES + 1];
+        assert!(matches!(
+            classify(201, &huge, None, false),
+            Outcome::Unavailable(_)
+        ));
+        assert!(matches!(
+            classify(201, &[0xff], None, false),
+            Outcome::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn facts_are_learned_from_sold_out_and_remaining() {
+        let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        assert_eq!(
+            learn(SkuFacts::default(), 2, 409, &sold).and_then(|f| f.stock_bound),
+            Some(1)
+        );
+        let created = r#"{"order_id":"o","sku":"A","qty":1,"user":"u","remaining":0}"#;
+        assert_eq!(
+            learn(SkuFacts::default(), 1, 201, created).and_then(|f| f.stock_bound),
+            Some(0)
+        );
+        let limit = Problem::new(ErrorCode::PurchaseLimit, "x").to_json();
+        assert_eq!(learn(SkuFacts::default(), 1, 409, &limit), None);
+        // Nothing new: no write.
+        let known = SkuFacts {
+            stock_bound: Some(0),
+            max_per_user: None,
+        };
+        assert_eq!(learn(known, 1, 201, created), None);
+    }
+}

@@ -1,0 +1,390 @@
+//! The per-user gate: what the user's Durable Object decides, as pure functions over a snapshot
+//! of its rows. The Durable Object reads the snapshot, calls [`begin`] or [`finish`] and writes the
+//! returned effects, all without an `.await` in between, so each call is atomic for that user.
+//!
+//! Order inside `begin`: rate limit (every attempt counts, replays included), then the
+//! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
+//! limit) — a shield answer is stored with the key like the origin's would be — and finally the
+//! key is claimed for a new attempt.
+
+use shared::Problem;
+
+use crate::gcra::{Decision, Policy};
+use crate::idempotency::{self, Disposition, Lookup, Record, State};
+use crate::protocol::{BeginReply, BeginRequest, FinishReply, FinishRequest, RateOutcome, Verdict};
+use crate::shield::{self, Shield};
+
+/// The rows `begin`/`finish` look at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The GCRA theoretical arrival time, µs.
+    pub tat_us: Option<i64>,
+    /// The record of the request's idempotency key.
+    pub record: Option<Record>,
+    /// Units of the request's SKU this user bought through the edge.
+    pub bought: i64,
+}
+
+/// Writes to apply after a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    pub new_tat_us: Option<i64>,
+    pub record: RecordChange,
+    /// Units to add to the user's count for the SKU.
+    pub bought_delta: i64,
+}
+
+/// What happens to the key's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RecordChange {
+    #[default]
+    Keep,
+    Put(Record),
+    Delete,
+}
+
+impl RecordChange {
+    /// Whether the change stores a completed answer (the alarm must then be armed).
+    pub fn stores_done(&self) -> bool {
+        matches!(
+            self,
+            Self::Put(Record {
+                state: State::Done { .. },
+                ..
+            })
+        )
+    }
+}
+
+/// Decides `begin`. `next_attempt` is a number never handed out before by this object.
+pub fn begin(
+    policy: &Policy,
+    snap: &Snapshot,
+    req: &BeginRequest,
+    now_ms: i64,
+    next_attempt: i64,
+) -> (BeginReply, Effects) {
+    let decision = policy.check(snap.tat_us, now_ms.saturating_mul(1_000));
+    let (rate, new_tat_us) = match decision {
+        Decision::Allowed {
+            new_tat_us,
+            remaining,
+            reset_secs,
+        } => (
+            RateOutcome::Allowed {
+                remaining,
+                reset_secs,
+            },
+            new_tat_us,
+        ),
+        Decision::Limited { retry_after_secs } => {
+            return (
+                BeginReply {
+                    rate: RateOutcome::Limited { retry_after_secs },
+                    verdict: Verdict::Limited,
+                },
+                Effects::default(),
+            );
+        }
+    };
+    let mut effects = Effects {
+        new_tat_us: Some(new_tat_us),
+        ..Effects::default()
+    };
+    let verdict = match idempotency::lookup(
+        snap.record.as_ref(),
+        &req.fingerprint,
+        now_ms,
+        req.in_flight_timeout_ms,
+    ) {
+        Lookup::Replay { status, body } => Verdict::Replay { status, body },
+        Lookup::InFlight => Verdict::InFlight,
+        Lookup::Reused => Verdict::Reused,
+        Lookup::Proceed => match shield::decide(&req.facts, snap.bought, req.qty) {
+            Shield::Answer(code) => {
+                let body = Problem::new(code, shield::detail(code)).to_json();
+                let status = code.status();
+                let state = State::Done {
+                    status,
+                    body: body.clone(),
+                };
+                effects.record = RecordChange::Put(Record {
+                    fingerprint: req.fingerprint.clone(),
+                    attempt: next_attempt,
+                    state,
+                    updated_ms: now_ms,
+                });
+                Verdict::Answered { status, body }
+            }
+            Shield::Pass => {
+                let record = Record {
+                    fingerprint: req.fingerprint.clone(),
+                    attempt: next_attempt,
+                    state: State::InFlight,
+                    updated_ms: now_ms,
+                };
+                effects.record = RecordChange::Put(record);
+                Verdict::Proceed {
+                    attempt: next_attempt,
+                }
+            }
+        },
+    };
+    (BeginReply { rate, verdict }, effects)
+}
+
+/// Decides `finish` for the current record of the key.
+pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (FinishReply, Effects) {
+    if !idempotency::finish_applies(record, req.attempt) {
+        return (FinishReply { stored: false }, Effects::default());
+    }
+    let Some(record) = record else {
+        return (FinishReply { stored: false }, Effects::default());
+    };
+    match idempotency::disposition(req.status, req.body.as_bytes()) {
+        Disposition::Store => {
+            let done = Record {
+                state: State::Done {
+                    status: req.status,
+                    body: req.body.clone(),
+                },
+                updated_ms: now_ms,
+                ..record.clone()
+            };
+            let bought_delta = if req.status == 201 {
+                i64::from(req.qty)
+            } else {
+                0
+            };
+            (
+                FinishReply { stored: true },
+                Effects {
+                    new_tat_us: None,
+                    record: RecordChange::Put(done),
+                    bought_delta,
+                },
+            )
+        }
+        Disposition::Release => (
+            FinishReply { stored: false },
+            Effects {
+                record: RecordChange::Delete,
+                ..Effects::default()
+            },
+        ),
+    }
+}
+
+/// Records last updated before this instant are purged by the alarm.
+pub fn purge_cutoff_ms(now_ms: i64, retention_ms: i64) -> i64 {
+    now_ms.saturating_sub(retention_ms)
+}
+
+/// When to run the next purge, given the oldest remaining record: just after it falls out of the
+/// retention window (a minute of slack batches neighbours into one run).
+pub fn next_alarm_ms(oldest_updated_ms: i64, retention_ms: i64) -> i64 {
+    oldest_updated_ms
+        .saturating_add(retention_ms)
+        .saturating_add(60_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::RateSettings;
+    use crate::shield::SkuFacts;
+    use shared::ErrorCode;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn policy() -> Policy {
+        Policy::new("purchase", 5, 10).expect("policy")
+    }
+
+    fn req(fp: &str) -> BeginRequest {
+        BeginRequest {
+            key: "k".into(),
+            fingerprint: fp.into(),
+            sku: "A".into(),
+            qty: 1,
+            facts: SkuFacts::default(),
+            rate: RateSettings {
+                name: "purchase".into(),
+                quota: 5,
+                window_secs: 10,
+            },
+            in_flight_timeout_ms: 30_000,
+        }
+    }
+
+    fn apply(snap: &mut Snapshot, e: Effects) {
+        if let Some(t) = e.new_tat_us {
+            snap.tat_us = Some(t);
+        }
+        match e.record {
+            RecordChange::Keep => {}
+            RecordChange::Put(r) => snap.record = Some(r),
+            RecordChange::Delete => snap.record = None,
+        }
+        snap.bought += e.bought_delta;
+    }
+
+    fn finish_req(attempt: i64, status: u16, body: &str) -> FinishRequest {
+        FinishRequest {
+            key: "k".into(),
+            attempt,
+            sku: "A".into(),
+            qty: 1,
+            status,
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn a_purchase_round_trip_then_replay() {
+        let mut snap = Snapshot::default();
+        let (reply, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        assert_eq!(reply.verdict, Verdict::Proceed { attempt: 1 });
+        assert_eq!(
+            reply.rate,
+            RateOutcome::Allowed {
+                remaining: 4,
+                reset_secs: 2
+            }
+        );
+        apply(&mut snap, e);
+
+        let (dup, e) = begin(&policy(), &snap, &req("f"), NOW, 2);
+        assert_eq!(dup.verdict, Verdict::InFlight);
+        apply(&mut snap, e);
+        let (other, _) = begin(&policy(), &snap, &req("g"), NOW, 3);
+        assert_eq!(other.verdict, Verdict::Reused);
+
+        let (fin, e) = finish(
+            snap.record.as_ref(),
+            &finish_req(1, 201, r#"{"order_id":"o"}"#),
+            NOW + 5,
+        );
+        assert!(fin.stored);
+        assert!(e.record.stores_done());
+        apply(&mut snap, e);
+        assert_eq!(snap.bought, 1);
+
+        let (replay, _) = begin(&policy(), &snap, &req("f"), NOW + 10, 4);
+        assert_eq!(
+            replay.verdict,
+            Verdict::Replay {
+                status: 201,
+                body: r#"{"order_id":"o"}"#.into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_attempt_releases_the_key_and_a_stale_finish_is_ignored() {
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        apply(&mut snap, e);
+        let unavailable = Problem::new(ErrorCode::Unavailable, "origin down").to_json();
+        let (fin, e) = finish(snap.record.as_ref(), &finish_req(1, 503, &unavailable), NOW);
+        assert!(!fin.stored);
+        apply(&mut snap, e);
+        assert_eq!(snap.record, None);
+
+        let (again, e) = begin(&policy(), &snap, &req("f"), NOW + 1, 2);
+        assert_eq!(again.verdict, Verdict::Proceed { attempt: 2 });
+        apply(&mut snap, e);
+        // The first attempt's late answer must not overwrite the second attempt's record.
+        let (late, e) = finish(snap.record.as_ref(), &finish_req(1, 201, "{}"), NOW + 2);
+        assert!(!late.stored);
+        assert_eq!(e, Effects::default());
+    }
+
+    #[test]
+    fn an_expired_in_flight_attempt_is_taken_over() {
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        apply(&mut snap, e);
+        let (r, _) = begin(&policy(), &snap, &req("f"), NOW + 30_000, 2);
+        assert_eq!(r.verdict, Verdict::Proceed { attempt: 2 });
+    }
+
+    #[test]
+    fn the_rate_limit_comes_first_and_changes_nothing_else() {
+        let mut snap = Snapshot::default();
+        for attempt in 1..=5 {
+            let (r, e) = begin(&policy(), &snap, &req("f"), NOW, attempt);
+            assert_ne!(r.verdict, Verdict::Limited);
+            apply(&mut snap, e);
+        }
+        let before = snap.clone();
+        let (r, e) = begin(&policy(), &snap, &req("f"), NOW, 6);
+        assert_eq!(r.verdict, Verdict::Limited);
+        assert_eq!(
+            r.rate,
+            RateOutcome::Limited {
+                retry_after_secs: 2
+            }
+        );
+        apply(&mut snap, e);
+        assert_eq!(snap, before);
+    }
+
+    #[test]
+    fn shields_answer_and_store_after_the_idempotency_lookup() {
+        let mut snap = Snapshot {
+            bought: 2,
+            ..Snapshot::default()
+        };
+        let mut r = req("f");
+        r.facts = SkuFacts {
+            stock_bound: Some(10),
+            max_per_user: Some(2),
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW, 1);
+        let Verdict::Answered { status, body } = &reply.verdict else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(
+            (*status, crate::reply::problem_code(body.as_bytes())),
+            (409, Some(ErrorCode::PurchaseLimit))
+        );
+        assert!(e.record.stores_done());
+        apply(&mut snap, e);
+        // The stored answer is replayed even once the shield would no longer apply.
+        r.facts = SkuFacts::default();
+        let (again, _) = begin(&policy(), &snap, &r, NOW, 2);
+        assert!(matches!(again.verdict, Verdict::Replay { status: 409, .. }));
+
+        let mut sold = req("g");
+        sold.key = "k2".into();
+        sold.facts = SkuFacts {
+            stock_bound: Some(0),
+            max_per_user: Some(2),
+        };
+        let (reply, _) = begin(
+            &policy(),
+            &Snapshot {
+                bought: 2,
+                ..Snapshot::default()
+            },
+            &sold,
+            NOW,
+            3,
+        );
+        let Verdict::Answered { body, .. } = &reply.verdict else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(
+            crate::reply::problem_code(body.as_bytes()),
+            Some(ErrorCode::SoldOut)
+        );
+    }
+
+    #[test]
+    fn alarm_arithmetic() {
+        assert_eq!(purge_cutoff_ms(NOW, 86_400_000), NOW - 86_400_000);
+        assert_eq!(next_alarm_ms(NOW, 86_400_000), NOW + 86_400_000 + 60_000);
+        assert_eq!(next_alarm_ms(i64::MAX, 1), i64::MAX);
+    }
+}

@@ -1,0 +1,352 @@
+//! Shopper session tokens: compact JWS (RFC 7515/7519) signed with HMAC-SHA256 (`HS256`) under
+//! `SESSION_SECRET`.
+//!
+//! Verification is deliberately narrow: the header's `alg` must be exactly `HS256` (no `none`, no
+//! algorithm confusion), `crit` is refused, the MAC is checked in constant time *before* the claims
+//! are looked at, `exp` is required, `nbf` is honoured when present, and `sub` must be a valid
+//! [`UserId`]. Every failure is a 401 `unauthenticated`; the variants of [`TokenError`] exist for
+//! logs and tests only.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde_json::{Map, Value};
+use sha2::Sha256;
+use shared::UserId;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Longest token accepted; real session tokens are a few hundred bytes.
+pub const MAX_TOKEN_LEN: usize = 4096;
+
+/// Why a bearer token is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// No `Authorization` header, or not the `Bearer` scheme.
+    Missing,
+    /// Not three base64url segments of JSON objects, or too long.
+    Malformed,
+    /// `alg` is not exactly `HS256`, or the header carries `crit`/a non-JWT `typ`.
+    UnsupportedAlgorithm,
+    /// The MAC does not match (wrong key or tampered token).
+    BadSignature,
+    /// `exp` is absent or not a number.
+    MissingExpiry,
+    /// `now >= exp`.
+    Expired,
+    /// `now < nbf`.
+    NotYetValid,
+    /// `sub` is absent or not a valid user id.
+    InvalidSubject,
+}
+
+impl TokenError {
+    /// A client-safe explanation (the `detail` of the 401).
+    pub const fn detail(self) -> &'static str {
+        match self {
+            Self::Missing => "an `Authorization: Bearer <token>` header is required",
+            Self::Malformed => "the bearer token is not a well-formed JWT",
+            Self::UnsupportedAlgorithm => "the bearer token must be signed with HS256",
+            Self::BadSignature => "the bearer token's signature does not verify",
+            Self::MissingExpiry => "the bearer token must carry a numeric `exp`",
+            Self::Expired => "the bearer token has expired",
+            Self::NotYetValid => "the bearer token is not valid yet",
+            Self::InvalidSubject => "the bearer token's `sub` is not a valid user id",
+        }
+    }
+}
+
+/// The claims the edge uses from a verified token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claims {
+    pub sub: UserId,
+    /// Expiry, unix seconds (floored).
+    pub exp: i64,
+}
+
+/// The token of an `Authorization: Bearer <token>` header value (scheme is case-insensitive).
+pub fn bearer_token(authorization: Option<&str>) -> Result<&str, TokenError> {
+    let value = authorization.ok_or(TokenError::Missing)?.trim();
+    let (scheme, token) = value.split_once(' ').ok_or(TokenError::Missing)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(TokenError::Missing);
+    }
+    let token = token.trim_start();
+    if token.is_empty() {
+        Err(TokenError::Missing)
+    } else {
+        Ok(token)
+    }
+}
+
+fn decode_object(segment: &str) -> Result<Map<String, Value>, TokenError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(segment)
+        .map_err(|_| TokenError::Malformed)?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(TokenError::Malformed),
+    }
+}
+
+/// A NumericDate claim (seconds; RFC 7519 allows fractions).
+fn numeric_date(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64().filter(|f| f.is_finite()),
+        _ => None,
+    }
+}
+
+fn new_mac(secret: &[u8]) -> HmacSha256 {
+    // HMAC accepts keys of any length, so this cannot fail.
+    <HmacSha256 as Mac>::new_from_slice(secret)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"))
+}
+
+/// Verifies an HS256 token under `secret` at unix time `now` and returns its claims.
+pub fn verify_hs256(token: &str, secret: &[u8], now: i64) -> Result<Claims, TokenError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(TokenError::Malformed);
+    }
+    let mut parts = token.split('.');
+    let (Some(header_b64), Some(claims_b64), Some(sig_b64), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed);
+    };
+
+    let header = decode_object(header_b64)?;
+    if header.get("alg").and_then(Value::as_str) != Some("HS256") {
+        return Err(TokenError::UnsupportedAlgorithm);
+    }
+    let typ_ok = match header.get("typ") {
+        None => true,
+        Some(Value::String(t)) => t.eq_ignore_ascii_case("JWT"),
+        Some(_) => false,
+    };
+    if !typ_ok || header.contains_key("crit") {
+        return Err(TokenError::UnsupportedAlgorithm);
+    }
+
+    let signature = URL_SAFE_NO_PAD
+        .decode(sig_b64)
+        .map_err(|_| TokenError::Malformed)?;
+    let mut mac = new_mac(secret);
+    mac.update(header_b64.as_bytes());
+    mac.update(b".");
+    mac.update(claims_b64.as_bytes());
+    // Constant-time comparison; a wrong-length signature simply fails.
+    mac.verify_slice(&signature)
+        .map_err(|_| TokenError::BadSignature)?;
+
+    let claims = decode_object(claims_b64)?;
+    let exp = claims
+        .get("exp")
+        .and_then(numeric_date)
+        .ok_or(TokenError::MissingExpiry)?;
+    // Compared as f64: exact for every second up to 2^53, and fractions are honoured.
+    let now_f = now as f64;
+    if now_f >= exp {
+        return Err(TokenError::Expired);
+    }
+    if let Some(nbf) = claims.get("nbf") {
+        let nbf = numeric_date(nbf).ok_or(TokenError::Malformed)?;
+        if now_f < nbf {
+            return Err(TokenError::NotYetValid);
+        }
+    }
+    let sub = match claims.get("sub") {
+        Some(Value::String(s)) => UserId::parse(s).map_err(|_| TokenError::InvalidSubject)?,
+        _ => return Err(TokenError::InvalidSubject),
+    };
+    // Saturating cast: out-of-range dates become i64::MIN/MAX.
+    Ok(Claims {
+        sub,
+        exp: exp.floor() as i64,
+    })
+}
+
+/// Signs `claims` (a JSON object) as an HS256 JWT. Used by the `mint-token` example and tests;
+/// the edge itself never issues tokens.
+pub fn sign_hs256(claims: &Value, secret: &[u8]) -> String {
+    sign_with_header(
+        &serde_json::json!({"alg": "HS256", "typ": "JWT"}),
+        claims,
+        secret,
+    )
+}
+
+/// Signs `claims` under an arbitrary `header` with HMAC-SHA256 (tests build hostile tokens with it).
+pub fn sign_with_header(header: &Value, claims: &Value, secret: &[u8]) -> String {
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let mut mac = new_mac(secret);
+    mac.update(signing_input.as_bytes());
+    format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SECRET: &[u8] = b"session-secret";
+    const NOW: i64 = 1_700_000_000;
+
+    fn token(claims: Value) -> String {
+        sign_hs256(&claims, SECRET)
+    }
+
+    #[test]
+    fn a_valid_token_yields_its_subject() {
+        let t = token(json!({"sub": "alice@shop:1", "exp": NOW + 60, "iat": NOW}));
+        let claims = verify_hs256(&t, SECRET, NOW).expect("valid");
+        assert_eq!(claims.sub.as_str(), "alice@shop:1");
+        assert_eq!(claims.exp, NOW + 60);
+    }
+
+    #[test]
+    fn an_independently_computed_token_verifies() {
+        // Produced with Python's hmac/hashlib/base64: header {"alg":"HS256","typ":"JWT"},
+        // claims {"sub":"bob","exp":4102444800}, key "k".
+        let t = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib2IiLCJleHAiOjQxMDI0NDQ4MDB9.\
+                 WATS_fEk6DE1_hhmXRhUpoVnIWcipSsCWZsBmj91orM";
+        assert_eq!(
+            verify_hs256(t, b"k", NOW).map(|c| c.sub.to_string()),
+            Ok("bob".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_rejection_matrix() {
+        let good = json!({"sub": "alice", "exp": NOW + 60});
+        let none_alg = {
+            let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+            let c = URL_SAFE_NO_PAD.encode(good.to_string());
+            format!("{h}.{c}.")
+        };
+        let cases: Vec<(String, TokenError)> = vec![
+            (none_alg, TokenError::UnsupportedAlgorithm),
+            (
+                sign_with_header(&json!({"alg": "HS512"}), &good, SECRET),
+                TokenError::UnsupportedAlgorithm,
+            ),
+            (
+                sign_with_header(&json!({"alg": "hs256"}), &good, SECRET),
+                TokenError::UnsupportedAlgorithm,
+            ),
+            (
+                sign_with_header(&json!({"typ": "JWT"}), &good, SECRET),
+                TokenError::UnsupportedAlgorithm,
+            ),
+            (
+                sign_with_header(&json!({"alg": "HS256", "crit": ["x"]}), &good, SECRET),
+                TokenError::UnsupportedAlgorithm,
+            ),
+            (
+                sign_with_header(&json!({"alg": "HS256", "typ": "at+jwt"}), &good, SECRET),
+                TokenError::UnsupportedAlgorithm,
+            ),
+            (sign_hs256(&good, b"wrong-key"), TokenError::BadSignature),
+            (
+                token(json!({"sub": "alice", "exp": NOW})),
+                TokenError::Expired,
+            ),
+            (
+                token(json!({"sub": "alice", "exp": NOW - 1})),
+                TokenError::Expired,
+            ),
+            (token(json!({"sub": "alice"})), TokenError::MissingExpiry),
+            (
+                token(json!({"sub": "alice", "exp": "tomorrow"})),
+                TokenError::MissingExpiry,
+            ),
+            (
+                token(json!({"sub": "alice", "exp": NOW + 60, "nbf": NOW + 1})),
+                TokenError::NotYetValid,
+            ),
+            (
+                token(json!({"sub": "alice", "exp": NOW + 60, "nbf": "x"})),
+                TokenError::Malformed,
+            ),
+            (token(json!({"exp": NOW + 60})), TokenError::InvalidSubject),
+            (
+                token(json!({"sub": "", "exp": NOW + 60})),
+                TokenError::InvalidSubject,
+            ),
+            (
+                token(json!({"sub": "a b", "exp": NOW + 60})),
+                TokenError::InvalidSubject,
+            ),
+            (
+                token(json!({"sub": 42, "exp": NOW + 60})),
+                TokenError::InvalidSubject,
+            ),
+            ("garbage".to_owned(), TokenError::Malformed),
+            ("a.b".to_owned(), TokenError::Malformed),
+            ("a.b.c.d".to_owned(), TokenError::Malformed),
+            ("!!!.!!!.!!!".to_owned(), TokenError::Malformed),
+            (
+                format!("{}.{}", URL_SAFE_NO_PAD.encode("[]"), "e30.x"),
+                TokenError::Malformed,
+            ),
+            ("x".repeat(MAX_TOKEN_LEN + 1), TokenError::Malformed),
+        ];
+        for (t, want) in cases {
+            assert_eq!(verify_hs256(&t, SECRET, NOW), Err(want), "{t}");
+        }
+    }
+
+    #[test]
+    fn tampering_with_any_segment_breaks_the_signature() {
+        let t = token(json!({"sub": "alice", "exp": NOW + 60}));
+        let forged_claims =
+            URL_SAFE_NO_PAD.encode(json!({"sub": "mallory", "exp": NOW + 60}).to_string());
+        let mut parts: Vec<&str> = t.split('.').collect();
+        parts[1] = &forged_claims;
+        assert_eq!(
+            verify_hs256(&parts.join("."), SECRET, NOW),
+            Err(TokenError::BadSignature)
+        );
+        // Padding and non-canonical base64 are malformed, not silently accepted.
+        assert_eq!(
+            verify_hs256(&format!("{t}="), SECRET, NOW),
+            Err(TokenError::Malformed)
+        );
+        let truncated = &t[..t.len() - 2];
+        assert!(verify_hs256(truncated, SECRET, NOW).is_err());
+    }
+
+    #[test]
+    fn fractional_and_huge_dates_are_handled_without_panicking() {
+        let t = token(json!({"sub": "alice", "exp": (NOW as f64) + 0.5}));
+        assert!(verify_hs256(&t, SECRET, NOW).is_ok());
+        let t = token(json!({"sub": "alice", "exp": 1e300}));
+        assert!(verify_hs256(&t, SECRET, NOW).is_ok());
+        let t = token(json!({"sub": "alice", "exp": -1e300}));
+        assert_eq!(verify_hs256(&t, SECRET, NOW), Err(TokenError::Expired));
+    }
+
+    #[test]
+    fn bearer_scheme_parsing() {
+        assert_eq!(bearer_token(Some("Bearer abc")), Ok("abc"));
+        assert_eq!(bearer_token(Some("bearer  abc")), Ok("abc"));
+        for bad in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer "),
+            Some("Basic abc"),
+            Some("abc"),
+        ] {
+            assert_eq!(bearer_token(bad), Err(TokenError::Missing), "{bad:?}");
+        }
+    }
+}

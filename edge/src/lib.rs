@@ -1,0 +1,34 @@
+//! `edge`: the Flashgate Cloudflare Worker that stands in front of the origin.
+//!
+//! Shoppers hit the edge; it answers everything it can without the origin and forwards, signed,
+//! only the purchase attempts that survive its checks. The crate has two halves:
+//!
+//! - **Policy** — plain Rust, no runtime, tested natively with `cargo test -p edge`:
+//!   [`config`] (typed settings from vars/secrets), [`jwt`] (HS256 shopper tokens),
+//!   [`gcra`] + [`ratelimit_fields`] (per-user rate limit and its IETF headers),
+//!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`shield`] (sold-out and
+//!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
+//!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`],
+//!   [`warmup`], [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages) and [`reply`] (responses as data).
+//! - **Runtime adapters** — `runtime`, compiled only for `wasm32`: the fetch entry point, the
+//!   per-user SQLite-backed Durable Object, the Cache API and the signed fetch to the origin. They
+//!   move bytes between the Workers runtime and the policy modules and decide nothing themselves.
+
+pub mod cache_policy;
+pub mod config;
+pub mod fingerprint;
+pub mod forward;
+pub mod gate;
+pub mod gcra;
+pub mod idempotency;
+pub mod jwt;
+pub mod protocol;
+pub mod purchase;
+pub mod ratelimit_fields;
+pub mod reply;
+pub mod routes;
+pub mod shield;
+pub mod warmup;
+
+#[cfg(target_arch = "wasm32")]
+mod runtime;

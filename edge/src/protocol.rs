@@ -1,0 +1,86 @@
+//! The messages between the fetch handler and a user's Durable Object (JSON over the stub's
+//! `fetch`). A purchase attempt makes at most two calls: `begin` (rate limit, idempotency lookup,
+//! shields, claim the key) and, if the origin was asked, `finish` (store or release the key).
+
+use serde::{Deserialize, Serialize};
+
+use crate::shield::SkuFacts;
+
+/// Path of the `begin` call on the Durable Object.
+pub const BEGIN_PATH: &str = "/begin";
+/// Path of the `finish` call on the Durable Object.
+pub const FINISH_PATH: &str = "/finish";
+
+/// The rate-limit policy, as configured on the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateSettings {
+    pub name: String,
+    pub quota: u32,
+    pub window_secs: u32,
+}
+
+/// `begin`: may this attempt go to the origin?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BeginRequest {
+    /// The decoded Idempotency-Key.
+    pub key: String,
+    pub fingerprint: String,
+    pub sku: String,
+    pub qty: u32,
+    /// What this data center knows about the SKU (sold-out bound, cap).
+    pub facts: SkuFacts,
+    pub rate: RateSettings,
+    pub in_flight_timeout_ms: i64,
+}
+
+/// The rate-limit part of a `begin` answer, for the `RateLimit` headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RateOutcome {
+    Allowed { remaining: u32, reset_secs: u64 },
+    Limited { retry_after_secs: u64 },
+}
+
+/// What the Durable Object decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Over the rate limit; nothing else was looked at or changed.
+    Limited,
+    /// The key is claimed for this attempt: ask the origin, then `finish` with `attempt`.
+    Proceed { attempt: i64 },
+    /// The same request was already decided: replay this.
+    Replay { status: u16, body: String },
+    /// The same request is still being decided.
+    InFlight,
+    /// The key was used for a different request.
+    Reused,
+    /// A shield answered (sold out / purchase limit); the answer is already stored with the key.
+    Answered { status: u16, body: String },
+}
+
+/// The answer to `begin`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BeginReply {
+    pub rate: RateOutcome,
+    pub verdict: Verdict,
+}
+
+/// `finish`: the origin answered `status`/`body` to attempt `attempt` (or could not be had, in
+/// which case the status is 503 and the key is released).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishRequest {
+    pub key: String,
+    pub attempt: i64,
+    pub sku: String,
+    pub qty: u32,
+    pub status: u16,
+    pub body: String,
+}
+
+/// The answer to `finish`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishReply {
+    /// Whether the answer is now stored with the key (false: released, or superseded).
+    pub stored: bool,
+}

@@ -1,0 +1,185 @@
+//! `POST /v1/purchases` up to the point where per-user state is needed: the checks that need no
+//! state, in the contract's order — body size (413), shopper token (401 `unauthenticated`),
+//! Idempotency-Key (400 missing / 400 invalid), body (400 `invalid_request`).
+
+use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, UserId};
+
+use crate::fingerprint;
+use crate::jwt;
+use crate::reply::Reply;
+
+/// Largest accepted request body, as at the origin.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The raw parts of an incoming purchase request.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub authorization: Option<&'a str>,
+    pub idempotency_key: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// A purchase attempt that passed every stateless check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchase {
+    pub user: UserId,
+    pub key: IdempotencyKey,
+    /// The header value as received (bare or sf-string), forwarded unchanged.
+    pub raw_key: String,
+    pub request: PurchaseRequest,
+    /// The canonical body the edge forwards (and signs).
+    pub body: String,
+    pub fingerprint: String,
+}
+
+/// The 413 answer.
+pub fn too_large() -> Reply {
+    Reply::problem(
+        ErrorCode::PayloadTooLarge,
+        format!("request body must be at most {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// Whether a `Content-Length` value already announces a body over the limit.
+pub fn announced_too_large(content_length: Option<&str>) -> bool {
+    content_length
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+}
+
+/// Runs the stateless checks at unix time `now` with the session `secret`.
+pub fn validate(
+    incoming: Incoming<'_>,
+    session_secret: &[u8],
+    now: i64,
+) -> Result<Purchase, Reply> {
+    if incoming.body.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    let claims = jwt::bearer_token(incoming.authorization)
+        .and_then(|token| jwt::verify_hs256(token, session_secret, now))
+        .map_err(|e| {
+            Reply::problem(ErrorCode::Unauthenticated, e.detail())
+                .with_header("www-authenticate", "Bearer")
+        })?;
+    let raw_key = incoming.idempotency_key.ok_or_else(|| {
+        Reply::problem(
+            ErrorCode::MissingIdempotencyKey,
+            "an Idempotency-Key header is required",
+        )
+    })?;
+    let key = IdempotencyKey::parse(raw_key)
+        .map_err(|e| Reply::problem(ErrorCode::InvalidRequest, e.to_string()))?;
+    let request = PurchaseRequest::from_json(incoming.body)
+        .map_err(|e| Reply::problem(ErrorCode::InvalidRequest, e.to_string()))?;
+    Ok(Purchase {
+        user: claims.sub,
+        key,
+        raw_key: raw_key.to_owned(),
+        body: fingerprint::canonical_body(&request),
+        fingerprint: fingerprint::of(&request),
+        request,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jwt::sign_hs256;
+    use serde_json::json;
+
+    const SECRET: &[u8] = b"session";
+    const NOW: i64 = 1_700_000_000;
+
+    fn auth() -> String {
+        format!(
+            "Bearer {}",
+            sign_hs256(&json!({"sub": "alice", "exp": NOW + 60}), SECRET)
+        )
+    }
+
+    fn run(authorization: Option<&str>, key: Option<&str>, body: &[u8]) -> Result<Purchase, Reply> {
+        validate(
+            Incoming {
+                authorization,
+                idempotency_key: key,
+                body,
+            },
+            SECRET,
+            NOW,
+        )
+    }
+
+    fn code(r: Result<Purchase, Reply>) -> Option<ErrorCode> {
+        r.err().and_then(|reply| reply.code())
+    }
+
+    #[test]
+    fn a_good_request_is_parsed_once() {
+        let a = auth();
+        let p = run(Some(&a), Some("\"k-1\""), br#"{ "qty": 2, "sku": "A" }"#).expect("valid");
+        assert_eq!(
+            (p.user.as_str(), p.key.as_str(), p.raw_key.as_str()),
+            ("alice", "k-1", "\"k-1\"")
+        );
+        assert_eq!(p.body, r#"{"sku":"A","qty":2}"#);
+    }
+
+    #[test]
+    fn checks_run_in_contract_order() {
+        let a = auth();
+        let big = vec![b' '; MAX_BODY_BYTES + 1];
+        assert_eq!(
+            code(run(None, None, &big)),
+            Some(ErrorCode::PayloadTooLarge)
+        );
+        assert_eq!(
+            code(run(None, None, b"nonsense")),
+            Some(ErrorCode::Unauthenticated)
+        );
+        assert_eq!(
+            code(run(Some("Bearer x.y.z"), Some("k"), b"{}")),
+            Some(ErrorCode::Unauthenticated)
+        );
+        assert_eq!(
+            code(run(Some(&a), None, b"nonsense")),
+            Some(ErrorCode::MissingIdempotencyKey)
+        );
+        assert_eq!(
+            code(run(Some(&a), Some(""), b"nonsense")),
+            Some(ErrorCode::InvalidRequest)
+        );
+        assert_eq!(
+            code(run(Some(&a), Some("\"open"), br#"{"sku":"A","qty":1}"#)),
+            Some(ErrorCode::InvalidRequest)
+        );
+        for body in [
+            &b"nonsense"[..],
+            br#"{"sku":"A","qty":0}"#,
+            br#"{"sku":"A","qty":1.5}"#,
+            br#"{"sku":"a b","qty":1}"#,
+        ] {
+            assert_eq!(
+                code(run(Some(&a), Some("k"), body)),
+                Some(ErrorCode::InvalidRequest)
+            );
+        }
+    }
+
+    #[test]
+    fn unauthenticated_answers_name_the_scheme() {
+        let r = run(None, Some("k"), b"{}").expect_err("no token");
+        assert_eq!(
+            (r.status, r.header("www-authenticate")),
+            (401, Some("Bearer"))
+        );
+    }
+
+    #[test]
+    fn content_length_precheck() {
+        assert!(announced_too_large(Some("16385")));
+        assert!(!announced_too_large(Some("16384")));
+        assert!(!announced_too_large(Some("abc")));
+        assert!(!announced_too_large(None));
+    }
+}

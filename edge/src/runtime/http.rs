@@ -1,0 +1,41 @@
+//! Runtime glue shared by the handlers: settings from the environment, the clock, request header
+//! access and the conversion of a [`Reply`] into a `worker::Response`.
+
+use worker::{Date, Env, Headers, Request, Response};
+
+use crate::config::{ConfigError, Settings};
+use crate::reply::Reply;
+
+/// Reads the settings from the Worker's vars and secrets.
+pub(crate) fn settings(env: &Env) -> Result<Settings, ConfigError> {
+    Settings::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))
+}
+
+/// Now, unix milliseconds. (`std::time::SystemTime` does not work in Workers.)
+pub(crate) fn now_ms() -> i64 {
+    i64::try_from(Date::now().as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A request header's value, `None` when absent (or not readable).
+pub(crate) fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+/// `scheme://host[:port]` of the request, the base of the edge's cache keys.
+pub(crate) fn base_url(req: &Request) -> String {
+    req.url()
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| String::from("https://flashgate-edge.invalid"))
+}
+
+/// Turns a reply into a response.
+pub(crate) fn to_response(reply: Reply) -> worker::Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in &reply.headers {
+        headers.set(name, value)?;
+    }
+    Ok(Response::builder()
+        .with_status(reply.status)
+        .with_headers(headers)
+        .fixed(reply.body.into_bytes()))
+}

@@ -1,0 +1,127 @@
+//! `GET /v1/skus/{sku}` (served from the Cache API, filled from the origin on a miss) and
+//! `GET /warmup?sku=…` (admin: fetch each SKU from the origin, prime the cache and the shield).
+
+use futures_util::future::join_all;
+use shared::{ErrorCode, Sku};
+use worker::{Method, Request};
+
+use crate::cache_policy::{self, CACHE_STATUS_HEADER, OriginView};
+use crate::config::Settings;
+use crate::reply::Reply;
+use crate::shield::SkuFacts;
+use crate::warmup::{self, Report};
+
+use super::http::{base_url, header};
+use super::origin;
+use super::sku_cache;
+
+fn unknown_sku() -> Reply {
+    Reply::problem(ErrorCode::UnknownSku, "no sale for this SKU")
+}
+
+fn view_reply(body: String, settings: &Settings, cache_status: &str) -> Reply {
+    Reply::json(200, body)
+        .with_header(
+            "cache-control",
+            cache_policy::cache_control(settings.sku_cache_ttl_secs),
+        )
+        .with_header(CACHE_STATUS_HEADER, cache_status)
+}
+
+/// Fetches `sku`'s view from the origin (no caching here).
+async fn fetch_view(settings: &Settings, sku: &Sku) -> (OriginView, Option<String>) {
+    let url = format!("{}/v1/skus/{sku}", settings.origin_url);
+    match origin::send(Method::Get, &url, &[], None, settings.origin_timeout_ms).await {
+        Ok(r) => {
+            let view = cache_policy::classify_view(sku, r.status, &r.body);
+            (view, String::from_utf8(r.body).ok())
+        }
+        Err(e) => {
+            worker::console_warn!("sku view fetch: {e}");
+            (OriginView::Unavailable, None)
+        }
+    }
+}
+
+/// `GET /v1/skus/{sku}`.
+pub(crate) async fn view(req: &Request, settings: &Settings, raw_sku: &str) -> Reply {
+    let Ok(sku) = Sku::parse(raw_sku) else {
+        return Reply::problem(
+            ErrorCode::InvalidRequest,
+            shared::DomainError::InvalidSku.to_string(),
+        );
+    };
+    let base = base_url(req);
+    let view_key = cache_policy::view_key(&base, &sku);
+    if let Some(body) = sku_cache::get_text(&view_key).await {
+        return view_reply(body, settings, "HIT");
+    }
+    match fetch_view(settings, &sku).await {
+        (OriginView::Found(view), Some(body)) => {
+            sku_cache::put_json(&view_key, &body, settings.sku_cache_ttl_secs).await;
+            let facts_key = cache_policy::facts_key(&base, &sku);
+            let facts = sku_cache::get_facts(&facts_key)
+                .await
+                .with_fresh_view(&view);
+            sku_cache::put_facts(&facts_key, &facts, settings.sku_facts_ttl_secs).await;
+            view_reply(body, settings, "MISS")
+        }
+        (OriginView::Missing, _) => unknown_sku(),
+        _ => crate::forward::unavailable(),
+    }
+}
+
+/// `GET /warmup?sku=A&sku=B…` with the admin bearer token.
+pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
+    if !warmup::authorized(
+        header(req, "authorization").as_deref(),
+        settings.admin_token.expose(),
+    ) {
+        return warmup::unauthorized();
+    }
+    let query: Vec<(String, String)> = match req.url() {
+        Ok(url) => url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let skus = match warmup::skus(&query) {
+        Ok(skus) => skus,
+        Err(reply) => return reply,
+    };
+    let base = base_url(req);
+    let fetched = join_all(skus.iter().map(|sku| fetch_view(settings, sku))).await;
+
+    let mut report = Report::default();
+    let mut failed = false;
+    for (sku, fetched) in skus.iter().zip(fetched) {
+        let view_key = cache_policy::view_key(&base, sku);
+        let facts_key = cache_policy::facts_key(&base, sku);
+        match fetched {
+            (OriginView::Found(view), Some(body)) => {
+                sku_cache::put_json(&view_key, &body, settings.sku_cache_ttl_secs).await;
+                sku_cache::put_facts(
+                    &facts_key,
+                    &SkuFacts::from_warmup(&view),
+                    settings.sku_facts_ttl_secs,
+                )
+                .await;
+                if view.stock <= 0 {
+                    report.sold_out.push(sku.to_string());
+                }
+                report.warmed.push(sku.to_string());
+            }
+            (OriginView::Missing, _) => {
+                sku_cache::delete(&view_key).await;
+                sku_cache::delete(&facts_key).await;
+                report.missing.push(sku.to_string());
+            }
+            _ => failed = true,
+        }
+    }
+    if failed {
+        return crate::forward::unavailable();
+    }
+    report.to_reply()
+}

@@ -1,0 +1,150 @@
+//! Building and running the origin: connect the pool and the lock, run migrations, bind the
+//! listener, serve until the shutdown future resolves. Tests call [`Application::build`] with
+//! `LISTEN_ADDR` port 0 and read [`Application::port`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use secrecy::ExposeSecret;
+use tokio::net::TcpListener;
+
+use crate::metrics::Metrics;
+use crate::purchase::PurchaseService;
+use crate::purchase::combiner::Context;
+use crate::purchase::soldout::SoldOutMarks;
+use crate::redlock::{Redlock, RedlockConfig};
+use crate::routes::{self, AppState};
+use crate::settings::Settings;
+use crate::store;
+
+/// How often stored idempotency outcomes older than the retention are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// A built, bound, not yet serving origin.
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    purge: tokio::task::JoinHandle<()>,
+}
+
+impl Application {
+    /// Connects, migrates (unless disabled) and binds. Postgres and Redis may be down: the pool
+    /// and the lock connect lazily and requests answer 503 until they are back.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let pool = store::pool(
+            settings.database_url.expose_secret(),
+            settings.db_max_connections,
+            settings.db_acquire_timeout,
+        )
+        .context("invalid DATABASE_URL")?;
+        Self::build_with_pool(settings, pool).await
+    }
+
+    /// Like [`Application::build`] with an existing pool (tests pass `#[sqlx::test]`'s).
+    pub async fn build_with_pool(settings: Settings, pool: sqlx::PgPool) -> anyhow::Result<Self> {
+        if settings.run_migrations {
+            sqlx::migrate!("./migrations")
+                .run(&pool)
+                .await
+                .context("running database migrations")?;
+        }
+        let (metrics, registry) = Metrics::new();
+        let metrics = Arc::new(metrics);
+        let lock = Redlock::connect(
+            &settings.redis_urls,
+            RedlockConfig::default(),
+            metrics.redlock.clone(),
+        )
+        .await
+        .context("configuring Redlock from REDIS_URLS")?;
+        let marks = SoldOutMarks::new(&settings.redis_urls, &settings.redis_key_prefix)
+            .context("invalid REDIS_URLS")?;
+        let purchases = PurchaseService::new(Context {
+            pool: pool.clone(),
+            lock: lock.clone(),
+            marks: Arc::new(marks),
+            metrics: metrics.clone(),
+            settings: settings.purchase.clone(),
+            key_prefix: settings.redis_key_prefix.clone(),
+        });
+        let listener = TcpListener::bind(settings.listen_addr)
+            .await
+            .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
+        let purge = tokio::spawn(purge_loop(pool.clone(), settings.idempotency_retention));
+        let state = AppState {
+            pool,
+            purchases,
+            lock,
+            metrics,
+            registry: Arc::new(registry),
+            edge_secret: Arc::new(settings.edge_shared_secret.clone()),
+            admin_token: Arc::new(settings.admin_token.clone()),
+        };
+        Ok(Self {
+            listener,
+            state,
+            purge,
+        })
+    }
+
+    /// The bound port (useful with `LISTEN_ADDR=…:0`).
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// The shared state (tests read metrics and the pool through it).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting and finishes in-flight requests.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let addr = self.listener.local_addr()?;
+        tracing::info!(%addr, "origin listening");
+        let app = routes::router(self.state);
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        self.purge.abort();
+        tracing::info!("origin stopped");
+        served
+    }
+}
+
+async fn purge_loop(pool: sqlx::PgPool, retention: Duration) {
+    let mut every = tokio::time::interval(PURGE_EVERY);
+    loop {
+        every.tick().await;
+        match store::purge_idempotency(&pool, retention).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "purged expired idempotency records"),
+            Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    tracing::info!("shutdown signal received");
+}

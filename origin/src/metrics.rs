@@ -1,0 +1,143 @@
+//! Prometheus metrics of the origin, one registry per running app (so tests that start several
+//! apps in one process never mix their numbers). Served as text at `GET /metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::redlock::RedlockMetrics;
+
+/// Label set of `origin_purchases_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `created`, `replayed`, or the error code of the answer.
+    pub outcome: String,
+}
+
+/// Every metric the origin exports.
+#[derive(Debug)]
+pub struct Metrics {
+    /// `origin_purchase_requests_total`: every `POST /v1/purchases` that reached the origin.
+    pub purchase_requests: Counter,
+    /// `origin_purchases_total{outcome}`: answers to purchase requests.
+    pub purchases: Family<OutcomeLabels, Counter>,
+    /// `origin_purchase_duration_seconds`: time from request to answer.
+    pub purchase_duration: Histogram,
+    /// `origin_db_transaction_seconds`: duration of one purchase-batch transaction.
+    pub db_transaction: Histogram,
+    /// `origin_batch_size`: purchases decided per transaction.
+    pub batch_size: Histogram,
+    /// `origin_queue_depth`: purchases queued across all SKU combiners of this process.
+    pub queue_depth: Gauge,
+    /// `origin_lock_wait_seconds`: time a combiner waited to acquire a SKU's lock.
+    pub lock_wait: Histogram,
+    /// `origin_lock_acquisitions_total`: SKU leases acquired by this process.
+    pub lock_acquisitions: Counter,
+    /// `origin_units_sold_total`: units committed (lock acquisitions per unit = ratio of the two).
+    pub units_sold: Counter,
+    /// `origin_sold_out_fast_path_total`: answers given from the sold-out mark, without lock or DB.
+    pub sold_out_fast_path: Counter,
+    /// `origin_shed_total`: requests refused with 503 by load shedding (full queue, deadline).
+    pub shed: Counter,
+    /// `origin_stale_fence_total`: batches refused by the database fence (a stale lock holder).
+    pub stale_fence: Counter,
+    /// Redlock's own metrics (`redlock_*`).
+    pub redlock: RedlockMetrics,
+}
+
+impl Metrics {
+    /// Creates the metrics and the registry that exports them.
+    pub fn new() -> (Self, Registry) {
+        let mut registry = Registry::default();
+        let latency = || Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        let metrics = Self {
+            purchase_requests: Counter::default(),
+            purchases: Family::default(),
+            purchase_duration: latency(),
+            db_transaction: latency(),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            queue_depth: Gauge::default(),
+            lock_wait: latency(),
+            lock_acquisitions: Counter::default(),
+            units_sold: Counter::default(),
+            sold_out_fast_path: Counter::default(),
+            shed: Counter::default(),
+            stale_fence: Counter::default(),
+            redlock: RedlockMetrics::register(&mut registry),
+        };
+        let r = &mut registry;
+        r.register(
+            "origin_purchase_requests",
+            "POST /v1/purchases requests that reached the origin",
+            metrics.purchase_requests.clone(),
+        );
+        r.register(
+            "origin_purchases",
+            "Answers to purchase requests by outcome",
+            metrics.purchases.clone(),
+        );
+        r.register(
+            "origin_purchase_duration_seconds",
+            "Purchase request latency",
+            metrics.purchase_duration.clone(),
+        );
+        r.register(
+            "origin_db_transaction_seconds",
+            "Duration of one purchase-batch transaction",
+            metrics.db_transaction.clone(),
+        );
+        r.register(
+            "origin_batch_size",
+            "Purchases decided per database transaction",
+            metrics.batch_size.clone(),
+        );
+        r.register(
+            "origin_queue_depth",
+            "Purchases queued in this process's SKU combiners",
+            metrics.queue_depth.clone(),
+        );
+        r.register(
+            "origin_lock_wait_seconds",
+            "Time a SKU combiner waited for its lock",
+            metrics.lock_wait.clone(),
+        );
+        r.register(
+            "origin_lock_acquisitions",
+            "SKU leases acquired",
+            metrics.lock_acquisitions.clone(),
+        );
+        r.register(
+            "origin_units_sold",
+            "Units committed as orders",
+            metrics.units_sold.clone(),
+        );
+        r.register(
+            "origin_sold_out_fast_path",
+            "Sold-out answers given without lock or database",
+            metrics.sold_out_fast_path.clone(),
+        );
+        r.register(
+            "origin_shed",
+            "Purchase requests shed with 503 (full queue or deadline)",
+            metrics.shed.clone(),
+        );
+        r.register(
+            "origin_stale_fence",
+            "Purchase batches refused by the fencing token check",
+            metrics.stale_fence.clone(),
+        );
+        (metrics, registry)
+    }
+
+    /// Counts one answer to a purchase request.
+    pub fn count_outcome(&self, outcome: &str) {
+        self.purchases
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,464 @@
+//! One combiner per SKU per process: the single-flight, batching heart of the purchase path.
+//!
+//! Attempts for a SKU wait in a bounded queue. Exactly one task per SKU per process contends for
+//! the SKU's Redlock, so lock contenders per SKU are bounded by the number of origin processes,
+//! not the number of shoppers. The holder drains up to `batch_max` attempts and decides them, in
+//! arrival order, in ONE transaction ([`store::decide_batch`]), answers each waiter, and goes on
+//! while attempts are queued — extending its lease when it runs low, and releasing it after
+//! `lock_max_hold` so other processes get their turn.
+//!
+//! Lease guard: a batch starts only with at least `commit_budget` of validity left, rolls back if
+//! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
+//! row checks — a stale holder's batch commits nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use shared::{ErrorCode, Problem, Sku};
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::soldout::SoldOutMarks;
+use crate::metrics::Metrics;
+use crate::redlock::{Lease, Redlock, RedlockError};
+use crate::settings::PurchaseSettings;
+use crate::store::{self, Attempt, Decision, StoreError};
+
+/// A combiner with no work for this long exits (and is re-created on demand).
+const IDLE_EXIT: Duration = Duration::from_secs(10);
+/// After giving up the lock for fairness, wait this long before contending again.
+const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
+/// Margin kept between commit and lease expiry for the COMMIT round trip itself.
+const COMMIT_MARGIN: Duration = Duration::from_millis(20);
+/// Retries of a batch that lost a race on an idempotency key (nothing was committed).
+const MAX_CONFLICT_RETRIES: u32 = 3;
+
+/// What a waiter gets back.
+#[derive(Debug)]
+pub enum JobResult {
+    /// Decided (fresh, replay or key reuse).
+    Decided(Decision),
+    /// Answered from the sold-out mark, without lock or database.
+    SoldOutFastPath(String),
+    /// A dependency could not be had, or the deadline passed: 503, nothing stored.
+    Unavailable { shed: bool },
+    /// A bug; logged.
+    Failed,
+}
+
+/// A queued purchase attempt.
+#[derive(Debug)]
+pub struct Job {
+    pub attempt: Attempt,
+    pub deadline: Instant,
+    pub reply: oneshot::Sender<JobResult>,
+}
+
+/// Everything a combiner needs; shared by all combiners of the process.
+#[derive(Debug)]
+pub struct Context {
+    pub pool: PgPool,
+    pub lock: Redlock,
+    pub marks: Arc<SoldOutMarks>,
+    pub metrics: Arc<Metrics>,
+    pub settings: PurchaseSettings,
+    /// Prefix of the Redis keys (lock and marks) of this deployment.
+    pub key_prefix: String,
+}
+
+impl Context {
+    fn lock_key(&self, sku: &Sku) -> String {
+        format!("{}:lock:sku:{}", self.key_prefix, sku)
+    }
+
+    fn reply(&self, job: Job, result: JobResult) {
+        self.metrics.queue_depth.dec();
+        if let JobResult::Unavailable { shed: true } = result {
+            self.metrics.shed.inc();
+        }
+        // The waiter may have gone (client disconnected); nothing to do then.
+        let _ = job.reply.send(result);
+    }
+
+    fn reply_all(&self, jobs: impl IntoIterator<Item = Job>, result: impl Fn() -> JobResult) {
+        for job in jobs {
+            self.reply(job, result());
+        }
+    }
+
+    /// Acquires the SKU's lease, retrying while contended until `deadline`.
+    async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
+        let started = Instant::now();
+        let key = self.lock_key(sku);
+        let result = loop {
+            match self.lock.acquire(&key, self.settings.lock_ttl).await {
+                Err(RedlockError::Contended) if Instant::now() < deadline => continue,
+                other => break other,
+            }
+        };
+        self.metrics
+            .lock_wait
+            .observe(started.elapsed().as_secs_f64());
+        if result.is_ok() {
+            self.metrics.lock_acquisitions.inc();
+        }
+        result
+    }
+
+    /// Decides `attempts` in one transaction under `lease`, with the lease guard.
+    async fn decide(
+        &self,
+        sku: &Sku,
+        attempts: &[Attempt],
+        lease: &Lease,
+    ) -> Result<store::BatchResult, StoreError> {
+        let remaining = lease.remaining();
+        if remaining < self.settings.commit_budget {
+            return Err(StoreError::LeaseExpired);
+        }
+        let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
+        let started = Instant::now();
+        let result = store::decide_batch(
+            &self.pool,
+            sku,
+            attempts,
+            Some(lease.fence()),
+            Some(commit_by),
+        )
+        .await;
+        self.metrics
+            .db_transaction
+            .observe(started.elapsed().as_secs_f64());
+        if let Ok(res) = &result {
+            self.metrics.batch_size.observe(attempts.len() as f64);
+            self.metrics
+                .units_sold
+                .inc_by(u64::try_from(res.units_sold).unwrap_or(0));
+        }
+        result
+    }
+}
+
+/// Outcome of one batch under a lease.
+enum BatchStep {
+    /// Committed (or failed for good and answered); carry on holding.
+    Done { sold_out: bool },
+    /// Nothing committed and the jobs are back in the queue; the lease is lost or too short.
+    LeaseGone,
+}
+
+/// The per-SKU combiners of this process.
+#[derive(Debug, Clone)]
+pub struct Combiners {
+    ctx: Arc<Context>,
+    queues: Arc<Mutex<HashMap<Sku, mpsc::Sender<Job>>>>,
+}
+
+impl Combiners {
+    pub fn new(ctx: Context) -> Self {
+        Self {
+            ctx: Arc::new(ctx),
+            queues: Arc::default(),
+        }
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Queues `job` on its SKU's combiner (starting one if needed). A full queue hands the job
+    /// back: the caller sheds it with 503.
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        let sku = job.attempt.request.sku.clone();
+        // Sending under the map lock: a retiring combiner removes itself under the same lock,
+        // so no job can land in a queue nobody drains.
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = queues
+            .entry(sku.clone())
+            .or_insert_with(|| self.spawn(sku.clone()));
+        match tx.try_send(job) {
+            Ok(()) => {
+                self.ctx.metrics.queue_depth.inc();
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full(job)) => Err(job),
+            Err(mpsc::error::TrySendError::Closed(job)) => {
+                let tx = self.spawn(sku.clone());
+                let sent = tx.try_send(job);
+                queues.insert(sku, tx);
+                match sent {
+                    Ok(()) => {
+                        self.ctx.metrics.queue_depth.inc();
+                        Ok(())
+                    }
+                    Err(e) => Err(e.into_inner()),
+                }
+            }
+        }
+    }
+
+    fn spawn(&self, sku: Sku) -> mpsc::Sender<Job> {
+        let (tx, rx) = mpsc::channel(self.ctx.settings.queue_capacity);
+        let worker = Worker {
+            sku,
+            rx,
+            pending: VecDeque::new(),
+            ctx: self.ctx.clone(),
+            queues: self.queues.clone(),
+        };
+        tokio::spawn(worker.run());
+        tx
+    }
+}
+
+struct Worker {
+    sku: Sku,
+    rx: mpsc::Receiver<Job>,
+    /// Jobs taken off the channel and not yet answered, in arrival order.
+    pending: VecDeque<Job>,
+    ctx: Arc<Context>,
+    queues: Arc<Mutex<HashMap<Sku, mpsc::Sender<Job>>>>,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        loop {
+            if self.pending.is_empty() {
+                match tokio::time::timeout(IDLE_EXIT, self.rx.recv()).await {
+                    Ok(Some(job)) => self.pending.push_back(job),
+                    Ok(None) => return,
+                    Err(_idle) => {
+                        if self.retire() {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+            self.refill();
+            if self.pending.is_empty() {
+                continue;
+            }
+            if self.answer_from_sold_out_mark().await {
+                continue;
+            }
+            let deadline = self
+                .pending
+                .iter()
+                .map(|j| j.deadline)
+                .min()
+                .unwrap_or_else(Instant::now);
+            let lease = match self.ctx.acquire_until(&self.sku, deadline).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    tracing::warn!(sku = %self.sku, error = %e, "could not acquire sku lock");
+                    let shed = matches!(e, RedlockError::Contended);
+                    let jobs: Vec<Job> = self.pending.drain(..).collect();
+                    self.ctx.reply_all(jobs, || JobResult::Unavailable { shed });
+                    continue;
+                }
+            };
+            let gave_up_for_fairness = self.hold(lease).await;
+            if gave_up_for_fairness {
+                tokio::time::sleep(FAIRNESS_PAUSE).await;
+            }
+        }
+    }
+
+    /// Decides batches while holding `lease`; releases it at the end. Returns whether the lease
+    /// was given up for fairness with work still queued.
+    async fn hold(&mut self, mut lease: Lease) -> bool {
+        let held_since = Instant::now();
+        let mut lease_ok = true;
+        let mut fair = false;
+        loop {
+            self.refill();
+            if self.pending.is_empty() {
+                break;
+            }
+            if lease.remaining() < self.ctx.settings.commit_budget {
+                if let Err(e) = self
+                    .ctx
+                    .lock
+                    .extend(&mut lease, self.ctx.settings.lock_ttl)
+                    .await
+                {
+                    tracing::info!(sku = %self.sku, error = %e, "lease could not be extended; re-acquiring");
+                    lease_ok = false;
+                    break;
+                }
+                if lease.remaining() < self.ctx.settings.commit_budget {
+                    lease_ok = false;
+                    break;
+                }
+            }
+            match self.batch(&lease).await {
+                BatchStep::Done { sold_out: true } => break,
+                BatchStep::Done { sold_out: false } => {}
+                BatchStep::LeaseGone => {
+                    lease_ok = false;
+                    break;
+                }
+            }
+            if held_since.elapsed() >= self.ctx.settings.lock_max_hold {
+                fair = true;
+                break;
+            }
+        }
+        if let Err(e) = self.ctx.lock.release(lease).await {
+            if lease_ok {
+                tracing::debug!(sku = %self.sku, error = %e, "lease release incomplete");
+            }
+        }
+        fair && !self.pending.is_empty()
+    }
+
+    /// Decides one batch from the front of the queue.
+    async fn batch(&mut self, lease: &Lease) -> BatchStep {
+        let n = self.pending.len().min(self.ctx.settings.batch_max);
+        let batch: Vec<Job> = self.pending.drain(..n).collect();
+        let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
+        let mut conflicts = 0;
+        loop {
+            match self.ctx.decide(&self.sku, &attempts, lease).await {
+                Ok(result) => {
+                    let sold_out = result.remaining == Some(0);
+                    for (job, decision) in batch.into_iter().zip(result.decisions) {
+                        self.ctx.reply(job, JobResult::Decided(decision));
+                    }
+                    if sold_out {
+                        self.ctx.marks.mark(&self.sku, &self.ctx.pool).await;
+                    }
+                    return BatchStep::Done { sold_out };
+                }
+                Err(StoreError::Conflict) if conflicts < MAX_CONFLICT_RETRIES => conflicts += 1,
+                Err(e @ (StoreError::StaleFence { .. } | StoreError::LeaseExpired)) => {
+                    if matches!(e, StoreError::StaleFence { .. }) {
+                        self.ctx.metrics.stale_fence.inc();
+                    }
+                    tracing::warn!(sku = %self.sku, error = %e, "batch not committed; lease lost or too short");
+                    for job in batch.into_iter().rev() {
+                        self.pending.push_front(job);
+                    }
+                    return BatchStep::LeaseGone;
+                }
+                Err(e @ (StoreError::Unavailable(_) | StoreError::Conflict)) => {
+                    tracing::warn!(sku = %self.sku, error = %e, "batch failed; answering 503");
+                    self.ctx
+                        .reply_all(batch, || JobResult::Unavailable { shed: false });
+                    return BatchStep::Done { sold_out: false };
+                }
+                Err(e @ StoreError::Unexpected(_)) => {
+                    tracing::error!(sku = %self.sku, error = %e, "batch failed");
+                    self.ctx.reply_all(batch, || JobResult::Failed);
+                    return BatchStep::Done { sold_out: false };
+                }
+            }
+        }
+    }
+
+    /// Tops `pending` up from the channel to `batch_max`, and sheds what waited past its deadline
+    /// or whose client is gone.
+    fn refill(&mut self) {
+        while self.pending.len() < self.ctx.settings.batch_max {
+            match self.rx.try_recv() {
+                Ok(job) => self.pending.push_back(job),
+                Err(_) => break,
+            }
+        }
+        let now = Instant::now();
+        let (live, dead): (VecDeque<Job>, VecDeque<Job>) = self
+            .pending
+            .drain(..)
+            .partition(|j| j.deadline > now && !j.reply.is_closed());
+        self.pending = live;
+        self.ctx
+            .reply_all(dead, || JobResult::Unavailable { shed: true });
+    }
+
+    /// When the SKU is marked sold out, answers every queued attempt that has no stored 201 from
+    /// the mark. Returns true when nothing is left to decide.
+    async fn answer_from_sold_out_mark(&mut self) -> bool {
+        let Some(buyers) = self.ctx.marks.check(&self.sku, &self.ctx.pool).await else {
+            return false;
+        };
+        let (answer, keep): (VecDeque<Job>, VecDeque<Job>) = self
+            .pending
+            .drain(..)
+            .partition(|j| SoldOutMarks::answers(&buyers, &j.attempt.user, &j.attempt.key));
+        self.pending = keep;
+        for job in answer {
+            self.ctx.metrics.sold_out_fast_path.inc();
+            self.ctx
+                .reply(job, JobResult::SoldOutFastPath(sold_out_body(&self.sku)));
+        }
+        self.pending.is_empty()
+    }
+
+    /// Removes this combiner from the map if no job is waiting; returns whether it did.
+    fn retire(&mut self) -> bool {
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.rx.is_empty() {
+            return false;
+        }
+        queues.remove(&self.sku);
+        true
+    }
+}
+
+/// The body of a sold-out answer given from the mark.
+pub fn sold_out_body(sku: &Sku) -> String {
+    Problem::new(ErrorCode::SoldOut, format!("{sku} is sold out")).to_json()
+}
+
+/// The baseline without single-flight: one lock acquisition and one transaction per attempt.
+pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) -> JobResult {
+    let sku = attempt.request.sku.clone();
+    if let Some(buyers) = ctx.marks.check(&sku, &ctx.pool).await {
+        if SoldOutMarks::answers(&buyers, &attempt.user, &attempt.key) {
+            ctx.metrics.sold_out_fast_path.inc();
+            return JobResult::SoldOutFastPath(sold_out_body(&sku));
+        }
+    }
+    let attempts = [attempt];
+    let mut conflicts = 0;
+    loop {
+        let lease = match ctx.acquire_until(&sku, deadline).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                tracing::warn!(sku = %sku, error = %e, "could not acquire sku lock");
+                return JobResult::Unavailable {
+                    shed: matches!(e, RedlockError::Contended),
+                };
+            }
+        };
+        let result = ctx.decide(&sku, &attempts, &lease).await;
+        let _ = ctx.lock.release(lease).await;
+        match result {
+            Ok(res) => {
+                if res.remaining == Some(0) {
+                    ctx.marks.mark(&sku, &ctx.pool).await;
+                }
+                return res
+                    .decisions
+                    .into_iter()
+                    .next()
+                    .map_or(JobResult::Failed, JobResult::Decided);
+            }
+            Err(
+                StoreError::Conflict | StoreError::StaleFence { .. } | StoreError::LeaseExpired,
+            ) if conflicts < MAX_CONFLICT_RETRIES && Instant::now() < deadline => {
+                conflicts += 1;
+            }
+            Err(StoreError::Unexpected(e)) => {
+                tracing::error!(sku = %sku, error = %e, "purchase failed");
+                return JobResult::Failed;
+            }
+            Err(e) => {
+                tracing::warn!(sku = %sku, error = %e, "purchase failed; answering 503");
+                return JobResult::Unavailable { shed: false };
+            }
+        }
+    }
+}

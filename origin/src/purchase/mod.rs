@@ -1,0 +1,147 @@
+//! The purchase path, in the order a request travels it:
+//!
+//! 1. `routes::purchases` reads the body, verifies the edge signature, parses the key and body;
+//! 2. [`PurchaseService::submit`] refuses a duplicate of an attempt still in flight
+//!    ([`inflight`]), answers from the sold-out mark when it can ([`soldout`]), and queues the
+//!    attempt on its SKU's combiner ([`combiner`]);
+//! 3. the combiner takes the SKU's Redlock lease and decides a batch of attempts in one
+//!    transaction (`store::decide_batch`);
+//! 4. the answer comes back here and becomes the HTTP response.
+
+pub mod combiner;
+pub mod inflight;
+pub mod soldout;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use shared::ErrorCode;
+use tokio::sync::oneshot;
+
+use crate::metrics::Metrics;
+use crate::problem::ApiError;
+use crate::store::{Attempt, Decision, StoredAnswer};
+use combiner::{Combiners, Job, JobResult};
+use inflight::{Busy, InFlight};
+use soldout::SoldOutMarks;
+
+/// The answer to a purchase attempt, ready to be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurchaseAnswer {
+    pub status: u16,
+    /// JSON, byte for byte as stored.
+    pub body: String,
+    /// Whether this replays a stored answer (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+}
+
+/// Decides purchase attempts. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PurchaseService {
+    combiners: Combiners,
+    inflight: InFlight,
+}
+
+impl PurchaseService {
+    pub fn new(ctx: combiner::Context) -> Self {
+        Self {
+            combiners: Combiners::new(ctx),
+            inflight: InFlight::default(),
+        }
+    }
+
+    fn metrics(&self) -> &Arc<Metrics> {
+        &self.combiners.context().metrics
+    }
+
+    /// The sold-out marks (the admin API clears them on restock).
+    pub fn marks(&self) -> &Arc<SoldOutMarks> {
+        &self.combiners.context().marks
+    }
+
+    /// Decides one attempt.
+    pub async fn submit(&self, attempt: Attempt) -> Result<PurchaseAnswer, ApiError> {
+        let _guard = match self
+            .inflight
+            .begin(&attempt.user, &attempt.key, &attempt.request)
+        {
+            Ok(guard) => guard,
+            Err(Busy::SameRequest) => {
+                return Err(ApiError::new(
+                    ErrorCode::IdempotencyInFlight,
+                    "a request with this Idempotency-Key is still being processed; retry shortly",
+                ));
+            }
+            Err(Busy::OtherRequest) => return Err(key_reused()),
+        };
+        let ctx = self.combiners.context();
+        // Fast path: fresh local knowledge that the SKU is sold out; no lock, no database.
+        if let Some(buyers) = ctx.marks.cached(&attempt.request.sku) {
+            if SoldOutMarks::answers(&buyers, &attempt.user, &attempt.key) {
+                self.metrics().sold_out_fast_path.inc();
+                return Ok(PurchaseAnswer {
+                    status: 409,
+                    body: combiner::sold_out_body(&attempt.request.sku),
+                    replayed: false,
+                });
+            }
+        }
+        let deadline = Instant::now() + ctx.settings.request_deadline;
+        let result = if ctx.settings.single_flight {
+            let (reply, answer) = oneshot::channel();
+            if let Err(_full) = self.combiners.submit(Job {
+                attempt,
+                deadline,
+                reply,
+            }) {
+                self.metrics().shed.inc();
+                return Err(overloaded());
+            }
+            // The combiner always answers (it sheds what passes its deadline); a dropped sender
+            // means the combiner is gone, which is a 503 like any lost dependency.
+            answer
+                .await
+                .unwrap_or(JobResult::Unavailable { shed: false })
+        } else {
+            combiner::decide_alone(ctx, attempt, deadline).await
+        };
+        match result {
+            JobResult::Decided(Decision::Fresh { answer, .. }) => Ok(sent(answer, false)),
+            JobResult::Decided(Decision::Replay(answer)) => Ok(sent(answer, true)),
+            JobResult::Decided(Decision::KeyReused) => Err(key_reused()),
+            JobResult::SoldOutFastPath(body) => Ok(PurchaseAnswer {
+                status: 409,
+                body,
+                replayed: false,
+            }),
+            JobResult::Unavailable { shed: true } => Err(overloaded()),
+            JobResult::Unavailable { shed: false } => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "the purchase could not be decided now (database or lock quorum unavailable); retry with the same Idempotency-Key",
+            )),
+            JobResult::Failed => Err(ApiError::new(ErrorCode::Internal, "internal error")),
+        }
+    }
+}
+
+fn sent(answer: StoredAnswer, replayed: bool) -> PurchaseAnswer {
+    PurchaseAnswer {
+        status: answer.status,
+        body: answer.body,
+        replayed,
+    }
+}
+
+fn key_reused() -> ApiError {
+    ApiError::new(
+        ErrorCode::IdempotencyKeyReused,
+        "this Idempotency-Key was used with a different request",
+    )
+}
+
+fn overloaded() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "too many purchases queued for this sku; retry with the same Idempotency-Key",
+    )
+}

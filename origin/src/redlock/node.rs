@@ -1,0 +1,104 @@
+//! One Redis node: parsing its URL, its long-lived multiplexed connection (redis-rs
+//! `ConnectionManager`, which reconnects in the background), and running a script on it under a
+//! per-node timeout, counting failures in `redlock_node_errors_total{node}`.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, ScriptInvocation};
+
+use super::config::RedlockConfig;
+use super::error::ConfigError;
+use super::metrics::RedlockMetrics;
+
+/// A Redis node taking part in the lock.
+pub(crate) struct Node {
+    /// Position in the URL list; the only way the node is named in errors, logs and metrics.
+    pub(crate) index: usize,
+    /// `index` as a metric label, formatted once.
+    label: String,
+    /// Cheap to clone; every clone multiplexes over the same TCP connection. Created lazily, so
+    /// a node that is down at startup does not stop the lock from being built.
+    connection: ConnectionManager,
+}
+
+/// Why a call to one node produced no answer. The node then simply does not vote.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NodeError {
+    #[error("timed out")]
+    Timeout,
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+}
+
+impl Node {
+    /// Parses every URL (rejecting duplicates) and prepares lazy connections. No I/O happens
+    /// here. Needs a Tokio runtime.
+    pub(crate) fn open_all(
+        urls: &[String],
+        config: &RedlockConfig,
+    ) -> Result<Vec<Self>, ConfigError> {
+        if urls.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        let mut seen: Vec<(redis::ConnectionAddr, i64)> = Vec::with_capacity(urls.len());
+        let mut nodes = Vec::with_capacity(urls.len());
+        for (index, url) in urls.iter().enumerate() {
+            let client = redis::Client::open(url.as_str())
+                .map_err(|source| ConfigError::InvalidUrl { index, source })?;
+            let info = client.get_connection_info();
+            let identity = (info.addr().clone(), info.redis_settings().db());
+            if let Some(first) = seen.iter().position(|other| *other == identity) {
+                return Err(ConfigError::DuplicateNode { index, first });
+            }
+            seen.push(identity);
+            let manager_config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout))
+                // Every call carries its own per-node timeout; see `Node::run`.
+                .set_response_timeout(None)
+                // Background reconnects: quick first retries, then at most one try per second.
+                .set_min_delay(Duration::from_millis(20))
+                .set_max_delay(Duration::from_secs(1))
+                .set_number_of_retries(4);
+            let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
+                .map_err(|source| ConfigError::InvalidUrl { index, source })?;
+            nodes.push(Self {
+                index,
+                label: index.to_string(),
+                connection,
+            });
+        }
+        Ok(nodes)
+    }
+
+    /// Runs `invocation` on this node, giving up after `timeout`. A command that was already
+    /// written to the socket when the timeout fires still runs on the node; callers account for
+    /// that (an acquire that timed out on a node is released there too).
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+        metrics: &RedlockMetrics,
+    ) -> Result<T, NodeError> {
+        let mut connection = self.connection.clone();
+        let error =
+            match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) => NodeError::Redis(error),
+                Err(_elapsed) => NodeError::Timeout,
+            };
+        metrics.node_error(&self.label);
+        tracing::debug!(node = self.index, %error, "redlock node call failed");
+        Err(error)
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the connection: its Debug would print the URL's password.
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,31 @@
+//! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required).
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use shared::{Sku, SkuUpsert, SkuView};
+
+use super::AppState;
+use super::skus::store_error;
+use crate::problem::ApiError;
+use crate::{auth, body, store};
+
+pub(super) async fn put_sku(
+    State(app): State<AppState>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    request: Body,
+) -> Result<Json<SkuView>, ApiError> {
+    let bytes = body::read_limited(request).await?;
+    auth::require_admin(&headers, &app.admin_token)?;
+    let sku = Sku::parse(&raw)?;
+    let sale = SkuUpsert::from_json(&bytes)?;
+    let view = store::upsert_sku(&app.pool, &sku, &sale)
+        .await
+        .map_err(store_error)?;
+    // A restock reopens the sale everywhere.
+    app.purchases.marks().clear(&sku).await;
+    tracing::info!(sku = %sku, stock = view.stock, max_per_user = view.max_per_user, "sku sale replaced");
+    Ok(Json(view))
+}

@@ -1,0 +1,44 @@
+//! Liveness, readiness and metrics.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use shared::ErrorCode;
+
+use super::AppState;
+use crate::problem::ApiError;
+
+/// `GET /healthz`: the process is up.
+pub(super) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: 200 only when Postgres and a quorum of Redlock nodes answer.
+pub(super) async fn readyz(State(app): State<AppState>) -> Result<&'static str, ApiError> {
+    let (db, lock) = tokio::join!(crate::store::ping(&app.pool), app.lock.quorum_reachable());
+    match (db, lock) {
+        (Ok(()), true) => Ok("ready"),
+        (Err(e), _) => Err(ApiError::unavailable(&e)),
+        (_, false) => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "lock quorum unreachable",
+        )),
+    }
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub(super) async fn metrics(State(app): State<AppState>) -> Response {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &app.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => ApiError::internal(&e).into_response(),
+    }
+}

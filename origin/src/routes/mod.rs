@@ -1,0 +1,73 @@
+//! The HTTP surface: one module per group of routes, all sharing [`AppState`]. Unknown routes and
+//! methods answer problem+json too.
+
+mod admin;
+mod health;
+mod purchases;
+mod skus;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post, put};
+use prometheus_client::registry::Registry;
+use secrecy::SecretString;
+use shared::ErrorCode;
+use sqlx::PgPool;
+
+use crate::metrics::Metrics;
+use crate::problem::ApiError;
+use crate::purchase::PurchaseService;
+use crate::redlock::Redlock;
+
+/// What every handler can reach. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub purchases: PurchaseService,
+    pub lock: Redlock,
+    pub metrics: Arc<Metrics>,
+    pub registry: Arc<Registry>,
+    pub edge_secret: Arc<SecretString>,
+    pub admin_token: Arc<SecretString>,
+}
+
+/// The whole router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/purchases", post(purchases::create))
+        .route("/v1/skus/{sku}", get(skus::get))
+        .route("/v1/admin/skus/{sku}", put(admin::put_sku))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(no_store))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this route",
+    )
+}
+
+/// API answers are per request; intermediaries must not cache them (the edge caches SKU views
+/// deliberately, with its own policy).
+async fn no_store(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    res.headers_mut()
+        .entry(header::CACHE_CONTROL)
+        .or_insert(header::HeaderValue::from_static("no-store"));
+    res
+}

@@ -1,0 +1,84 @@
+//! `POST /v1/purchases`: checks in the contract's order — body size, edge signature and user,
+//! Idempotency-Key, body — then hands the attempt to the purchase service.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use shared::headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+use shared::{ErrorCode, IdempotencyKey, PurchaseRequest};
+
+use super::AppState;
+use crate::problem::{ApiError, problem_response};
+use crate::store::Attempt;
+use crate::{auth, body};
+
+pub(super) async fn create(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    request: Body,
+) -> Response {
+    let started = Instant::now();
+    app.metrics.purchase_requests.inc();
+    let response = match decide(&app, &headers, request).await {
+        Ok(res) => res,
+        Err(e) => {
+            app.metrics.count_outcome(e.code().as_str());
+            e.into_response()
+        }
+    };
+    app.metrics
+        .purchase_duration
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Response, ApiError> {
+    let bytes = body::read_limited(request).await?;
+    let now = chrono::Utc::now().timestamp();
+    let user = auth::verify_edge(
+        headers,
+        &app.edge_secret,
+        "POST",
+        "/v1/purchases",
+        &bytes,
+        now,
+    )?;
+    let key = match headers.get(IDEMPOTENCY_KEY) {
+        None => {
+            return Err(ApiError::new(
+                ErrorCode::MissingIdempotencyKey,
+                "the Idempotency-Key header is required",
+            ));
+        }
+        Some(raw) => IdempotencyKey::parse_bytes(raw.as_bytes())?,
+    };
+    let request = PurchaseRequest::from_json(&bytes)?;
+    let answer = app.purchases.submit(Attempt { user, key, request }).await?;
+
+    let outcome = if answer.replayed {
+        "replayed"
+    } else if answer.status == 201 {
+        "created"
+    } else {
+        serde_json::from_str::<shared::Problem>(&answer.body).map_or("unknown", |p| p.code.as_str())
+    };
+    app.metrics.count_outcome(outcome);
+    let mut res = if answer.status == 201 {
+        let mut res = (StatusCode::CREATED, answer.body).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        res
+    } else {
+        problem_response(answer.status, answer.body)
+    };
+    if answer.replayed {
+        res.headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(res)
+}

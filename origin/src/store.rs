@@ -1,0 +1,451 @@
+//! Postgres access: the SKU catalogue and the purchase-batch transaction.
+//!
+//! [`decide_batch`] is the final guard of the whole system. Inside ONE transaction that holds the
+//! SKU row lock it decides a batch of purchase attempts in arrival order — idempotency replay or
+//! reuse, unknown SKU, stock, per-user cap — then writes every order, every stored outcome and the
+//! stock decrement, and commits. Two origins racing, or a holder whose Redlock lease was lost,
+//! still cannot oversell: the row lock serializes them, `CHECK (stock >= 0)` refuses the
+//! impossible, and the fencing token refuses a stale lock holder's batch.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use shared::{
+    ErrorCode, IdempotencyKey, Problem, PurchaseRequest, PurchaseResponse, Sku, SkuUpsert, SkuView,
+    UserId,
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One purchase attempt, parsed and authenticated.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub user: UserId,
+    pub key: IdempotencyKey,
+    pub request: PurchaseRequest,
+}
+
+/// An answer, byte for byte as it is stored and replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// How one attempt of a batch was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Decided by this batch; the answer is now stored with the key.
+    Fresh {
+        answer: StoredAnswer,
+        outcome: Outcome,
+    },
+    /// The key already had a stored answer for the same request.
+    Replay(StoredAnswer),
+    /// The key was used before with a different request (422).
+    KeyReused,
+}
+
+/// What a fresh decision was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    Refused(ErrorCode),
+}
+
+impl Outcome {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Refused(code) => code.as_str(),
+        }
+    }
+}
+
+/// The result of one committed batch transaction.
+#[derive(Debug)]
+pub struct BatchResult {
+    /// One decision per attempt, in the order given.
+    pub decisions: Vec<Decision>,
+    /// Units left after the batch; `None` when the SKU does not exist.
+    pub remaining: Option<i64>,
+    /// Units sold by this batch.
+    pub units_sold: i64,
+}
+
+/// Errors at the database boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be had (connection, pool timeout, shutdown...): answer 503.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// A concurrent transaction wrote the same idempotency key, or the database chose this
+    /// transaction as a deadlock / serialization victim. Nothing was committed; retry.
+    #[error("conflicting concurrent transaction; retry")]
+    Conflict,
+    /// The SKU row carries a newer fencing token: this batch comes from a stale lock holder.
+    #[error("stale fencing token {presented} < {current}")]
+    StaleFence { presented: i64, current: i64 },
+    /// The caller's lease would expire before the commit: rolled back, nothing committed.
+    #[error("lease validity ran out before commit; rolled back")]
+    LeaseExpired,
+    /// Anything else is a bug.
+    #[error("database error: {0}")]
+    Unexpected(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        match &e {
+            E::Io(_)
+            | E::Tls(_)
+            | E::PoolTimedOut
+            | E::PoolClosed
+            | E::WorkerCrashed
+            | E::Protocol(_) => Self::Unavailable(e),
+            E::Database(db) => match db.code().as_deref() {
+                Some("40001" | "40P01") => Self::Conflict,
+                // 08: connection exception, 53: insufficient resources, 57: operator intervention.
+                Some(c) if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
+                    Self::Unavailable(e)
+                }
+                _ => Self::Unexpected(e),
+            },
+            _ => Self::Unexpected(e),
+        }
+    }
+}
+
+/// Opens the pool lazily, so the origin starts (and answers 503) while Postgres is down.
+pub fn pool(
+    url: &str,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, sqlx::Error> {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy(url)
+}
+
+#[derive(sqlx::FromRow)]
+struct SkuRow {
+    sku: String,
+    name: String,
+    price_cents: i64,
+    stock: i64,
+    max_per_user: i32,
+}
+
+impl From<SkuRow> for SkuView {
+    fn from(r: SkuRow) -> Self {
+        Self {
+            sku: r.sku,
+            name: r.name,
+            price_cents: r.price_cents,
+            stock: r.stock,
+            max_per_user: r.max_per_user,
+        }
+    }
+}
+
+/// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`.
+pub async fn upsert_sku(pool: &PgPool, sku: &Sku, sale: &SkuUpsert) -> Result<SkuView, StoreError> {
+    let row: SkuRow = sqlx::query_as(
+        "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user)
+         VALUES ($1, $2, $3, $4, $4, $5)
+         ON CONFLICT (sku) DO UPDATE SET
+             name = EXCLUDED.name, price_cents = EXCLUDED.price_cents,
+             initial_stock = EXCLUDED.initial_stock, stock = EXCLUDED.stock,
+             max_per_user = EXCLUDED.max_per_user, generation = skus.generation + 1, updated_at = now()
+         RETURNING sku, name, price_cents, stock, max_per_user",
+    )
+    .bind(sku.as_str())
+    .bind(&sale.name)
+    .bind(sale.price_cents)
+    .bind(sale.stock)
+    .bind(sale.max_per_user)
+    .fetch_one(pool)
+    .await?;
+    Ok(row.into())
+}
+
+/// The current view of a SKU, `None` when there is no sale for it.
+pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreError> {
+    let row: Option<SkuRow> = sqlx::query_as(
+        "SELECT sku, name, price_cents, stock, max_per_user FROM skus WHERE sku = $1",
+    )
+    .bind(sku.as_str())
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(Into::into))
+}
+
+/// Deletes stored outcomes older than `retention`; returns how many.
+pub async fn purge_idempotency(pool: &PgPool, retention: Duration) -> Result<u64, StoreError> {
+    let secs = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
+    let done = sqlx::query(
+        "DELETE FROM idempotency_records WHERE created_at < now() - make_interval(secs => $1)",
+    )
+    .bind(secs as f64)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// `SELECT 1`, for readiness.
+pub async fn ping(pool: &PgPool) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct LockedSku {
+    stock: i64,
+    max_per_user: i32,
+    generation: i64,
+    fence: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct RecordRow {
+    user_id: String,
+    idempotency_key: String,
+    sku: String,
+    qty: i32,
+    status: i16,
+    body: String,
+}
+
+/// A new order and stored outcome, written at the end of the batch.
+struct NewRecord {
+    user: String,
+    key: String,
+    qty: i32,
+    status: i16,
+    body: String,
+    order_id: Option<Uuid>,
+}
+
+fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
+    let p = Problem::new(code, detail);
+    (
+        StoredAnswer {
+            status: p.status,
+            body: p.to_json(),
+        },
+        Outcome::Refused(code),
+    )
+}
+
+/// Decides `attempts` (all for `sku`) in arrival order in one transaction; see the module docs.
+/// `fence` is the Redlock fencing token of the caller's lease (`None` without a lock) and
+/// `commit_by` the instant after which the lease may be gone: past it, the transaction rolls back
+/// instead of committing ([`StoreError::LeaseExpired`]).
+pub async fn decide_batch(
+    pool: &PgPool,
+    sku: &Sku,
+    attempts: &[Attempt],
+    fence: Option<u64>,
+    commit_by: Option<Instant>,
+) -> Result<BatchResult, StoreError> {
+    let mut tx = pool.begin().await?;
+
+    let locked: Option<LockedSku> = sqlx::query_as(
+        "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1 FOR UPDATE",
+    )
+    .bind(sku.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let fence = fence.map(|f| i64::try_from(f).unwrap_or(i64::MAX));
+    if let (Some(row), Some(presented)) = (&locked, fence) {
+        if presented < row.fence {
+            return Err(StoreError::StaleFence {
+                presented,
+                current: row.fence,
+            });
+        }
+    }
+
+    // Stored outcomes of these (user, key) pairs.
+    let users: Vec<&str> = attempts.iter().map(|a| a.user.as_str()).collect();
+    let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
+    let stored: Vec<RecordRow> = sqlx::query_as(
+        "SELECT r.user_id, r.idempotency_key, r.sku, r.qty, r.status, r.body
+         FROM idempotency_records r
+         JOIN UNNEST($1::text[], $2::text[]) AS b(user_id, idempotency_key)
+           ON r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key",
+    )
+    .bind(&users)
+    .bind(&keys)
+    .fetch_all(&mut *tx)
+    .await?;
+    // (user, key) -> (sku, qty, answer), grown with this batch's own decisions so duplicates
+    // inside the batch are decided once.
+    let mut known: HashMap<(String, String), (String, i32, StoredAnswer)> = stored
+        .into_iter()
+        .map(|r| {
+            let answer = StoredAnswer {
+                status: u16::try_from(r.status).unwrap_or(500),
+                body: r.body,
+            };
+            ((r.user_id, r.idempotency_key), (r.sku, r.qty, answer))
+        })
+        .collect();
+
+    // Units each user already bought of this SKU (all generations).
+    let mut bought: HashMap<String, i64> = if locked.is_some() {
+        sqlx::query_as::<_, (String, i64)>(
+            "SELECT user_id, SUM(qty)::BIGINT FROM orders WHERE sku = $1 AND user_id = ANY($2) GROUP BY user_id",
+        )
+        .bind(sku.as_str())
+        .bind(&users)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect()
+    } else {
+        HashMap::new()
+    };
+
+    let mut stock = locked.as_ref().map_or(0, |r| r.stock);
+    let mut decisions = Vec::with_capacity(attempts.len());
+    let mut new_records: Vec<NewRecord> = Vec::new();
+    for attempt in attempts {
+        let qty = i32::try_from(attempt.request.qty.get()).unwrap_or(i32::MAX);
+        let id = (
+            attempt.user.as_str().to_owned(),
+            attempt.key.as_str().to_owned(),
+        );
+        if let Some((stored_sku, stored_qty, answer)) = known.get(&id) {
+            let same = stored_sku == attempt.request.sku.as_str() && *stored_qty == qty;
+            decisions.push(if same {
+                Decision::Replay(answer.clone())
+            } else {
+                Decision::KeyReused
+            });
+            continue;
+        }
+        let (answer, outcome, order_id) = match &locked {
+            None => {
+                let (a, o) = refusal(
+                    ErrorCode::UnknownSku,
+                    format!("there is no sale for sku {sku}"),
+                );
+                (a, o, None)
+            }
+            Some(_) if stock < i64::from(qty) => {
+                let detail = if stock == 0 {
+                    format!("{sku} is sold out")
+                } else {
+                    format!("{sku} has {stock} units left; {qty} requested")
+                };
+                let (a, o) = refusal(ErrorCode::SoldOut, detail);
+                (a, o, None)
+            }
+            Some(row)
+                if bought.get(id.0.as_str()).copied().unwrap_or(0) + i64::from(qty)
+                    > i64::from(row.max_per_user) =>
+            {
+                let already = bought.get(id.0.as_str()).copied().unwrap_or(0);
+                let detail = format!(
+                    "each user may buy at most {} units of {sku}; you bought {already} and asked for {qty}",
+                    row.max_per_user
+                );
+                let (a, o) = refusal(ErrorCode::PurchaseLimit, detail);
+                (a, o, None)
+            }
+            Some(_) => {
+                stock -= i64::from(qty);
+                *bought.entry(id.0.clone()).or_default() += i64::from(qty);
+                let order_id = Uuid::now_v7();
+                let body = PurchaseResponse {
+                    order_id: order_id.to_string(),
+                    sku: sku.to_string(),
+                    qty: attempt.request.qty.get(),
+                    user: attempt.user.to_string(),
+                    remaining: stock,
+                };
+                let body = serde_json::to_string(&body)
+                    .map_err(|e| StoreError::Unexpected(sqlx::Error::Encode(Box::new(e))))?;
+                (
+                    StoredAnswer { status: 201, body },
+                    Outcome::Created,
+                    Some(order_id),
+                )
+            }
+        };
+        new_records.push(NewRecord {
+            user: id.0.clone(),
+            key: id.1.clone(),
+            qty,
+            status: i16::try_from(answer.status).unwrap_or(500),
+            body: answer.body.clone(),
+            order_id,
+        });
+        known.insert(id, (sku.to_string(), qty, answer.clone()));
+        decisions.push(Decision::Fresh { answer, outcome });
+    }
+
+    let orders: Vec<&NewRecord> = new_records
+        .iter()
+        .filter(|r| r.order_id.is_some())
+        .collect();
+    let units_sold: i64 = orders.iter().map(|r| i64::from(r.qty)).sum();
+    if let Some(row) = &locked {
+        if !orders.is_empty() {
+            sqlx::query(
+                "INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
+                 SELECT o, $2, $3, u, q, k, $4 FROM UNNEST($1::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)",
+            )
+            .bind(orders.iter().filter_map(|r| r.order_id).collect::<Vec<_>>())
+            .bind(sku.as_str())
+            .bind(row.generation)
+            .bind(fence.unwrap_or(0))
+            .bind(orders.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
+            .bind(orders.iter().map(|r| r.qty).collect::<Vec<_>>())
+            .bind(orders.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE skus SET stock = stock - $2, fence = GREATEST(fence, $3), updated_at = now() WHERE sku = $1")
+            .bind(sku.as_str())
+            .bind(units_sold)
+            .bind(fence.unwrap_or(0))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !new_records.is_empty() {
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
+             SELECT u, k, $1, q, s, b, o FROM UNNEST($2::text[], $3::text[], $4::int[], $5::smallint[], $6::text[], $7::uuid[])
+                 AS t(u, k, q, s, b, o)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(sku.as_str())
+        .bind(new_records.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
+        .bind(new_records.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
+        .bind(new_records.iter().map(|r| r.qty).collect::<Vec<_>>())
+        .bind(new_records.iter().map(|r| r.status).collect::<Vec<_>>())
+        .bind(new_records.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
+        .bind(new_records.iter().map(|r| r.order_id).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() != new_records.len() as u64 {
+            // Another transaction stored one of these keys meanwhile (same key, other SKU).
+            return Err(StoreError::Conflict);
+        }
+    }
+    if commit_by.is_some_and(|by| Instant::now() >= by) {
+        tx.rollback().await?;
+        return Err(StoreError::LeaseExpired);
+    }
+    tx.commit().await?;
+    Ok(BatchResult {
+        decisions,
+        remaining: locked.map(|_| stock),
+        units_sold,
+    })
+}

@@ -1,0 +1,21 @@
+//! Logging setup: `tracing` with `RUST_LOG` filtering (default `info`), JSON lines unless
+//! `LOG_FORMAT=pretty`.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber. Call once, from `main`.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("pretty")) {
+        builder.init();
+    } else {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init();
+    }
+}

@@ -1,0 +1,221 @@
+//! `spawn_app` and a client that speaks the contract (signing like the edge does).
+
+use std::collections::HashMap;
+
+use origin::{Application, Settings};
+use reqwest::{Response, StatusCode};
+use shared::signing::{self, SignedParts};
+use sqlx::PgPool;
+
+pub(crate) const EDGE_SECRET: &str = "test-edge-secret-0123456789";
+pub(crate) const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+pub(crate) struct TestApp {
+    pub(crate) base: String,
+    pub(crate) client: reqwest::Client,
+    pub(crate) pool: PgPool,
+    pub(crate) state: origin::routes::AppState,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Settings for a test app; `overrides` replace or add variables.
+pub(crate) fn settings(db_name: &str, overrides: &[(&str, &str)]) -> Settings {
+    let mut env: HashMap<String, String> = [
+        ("DATABASE_URL", "postgres://unused-in-tests"),
+        ("REDIS_URLS", "redis://127.0.0.1:6379"),
+        ("LISTEN_ADDR", "127.0.0.1:0"),
+        ("EDGE_SHARED_SECRET", EDGE_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("RUN_MIGRATIONS", "false"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    env.insert("REDIS_KEY_PREFIX".into(), format!("test:{db_name}"));
+    for (k, v) in overrides {
+        env.insert((*k).to_owned(), (*v).to_owned());
+    }
+    Settings::from_lookup(|k| env.get(k).cloned()).expect("valid test settings")
+}
+
+pub(crate) async fn spawn_app(pool: PgPool) -> TestApp {
+    spawn_app_with(pool, &[]).await
+}
+
+pub(crate) async fn spawn_app_with(pool: PgPool, overrides: &[(&str, &str)]) -> TestApp {
+    let db: (String,) = sqlx::query_as("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("db name");
+    let app = Application::build_with_pool(settings(&db.0, overrides), pool.clone())
+        .await
+        .expect("app builds");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let state = app.state().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(app.run_until(async {
+        let _ = rx.await;
+    }));
+    TestApp {
+        base,
+        client: reqwest::Client::new(),
+        pool,
+        state,
+        _shutdown: tx,
+    }
+}
+
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64
+}
+
+/// A purchase request as the edge would send it, with knobs to break each part.
+#[derive(Clone)]
+pub(crate) struct Purchase {
+    pub(crate) user: Option<String>,
+    pub(crate) key: Option<String>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) secret: String,
+    pub(crate) t: i64,
+    /// Sign these instead of the real values (tampering).
+    pub(crate) signed_user: Option<String>,
+    pub(crate) signed_body: Option<Vec<u8>>,
+    pub(crate) signature: Option<String>,
+}
+
+impl Purchase {
+    pub(crate) fn new(user: &str, key: &str, sku: &str, qty: i64) -> Self {
+        Self {
+            user: Some(user.to_owned()),
+            key: Some(key.to_owned()),
+            body: format!(r#"{{"sku":"{sku}","qty":{qty}}}"#).into_bytes(),
+            secret: EDGE_SECRET.to_owned(),
+            t: now(),
+            signed_user: None,
+            signed_body: None,
+            signature: None,
+        }
+    }
+
+    pub(crate) fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    pub(crate) fn header_value(&self) -> String {
+        if let Some(sig) = &self.signature {
+            return sig.clone();
+        }
+        let key = self.key.as_deref().map(|k| {
+            shared::IdempotencyKey::parse(k)
+                .map(|k| k.as_str().to_owned())
+                .unwrap_or(k.to_owned())
+        });
+        let parts = SignedParts {
+            method: "POST",
+            path: "/v1/purchases",
+            user: self
+                .signed_user
+                .as_deref()
+                .or(self.user.as_deref())
+                .unwrap_or(""),
+            idempotency_key: key.as_deref().unwrap_or(""),
+            body: self.signed_body.as_deref().unwrap_or(&self.body),
+        };
+        signing::sign(self.secret.as_bytes(), self.t, &parts)
+    }
+}
+
+impl TestApp {
+    pub(crate) async fn put_sku(&self, sku: &str, stock: i64, max_per_user: i64) -> Response {
+        self.put_sku_raw(sku, Some(ADMIN_TOKEN), format!(r#"{{"name":"Item {sku}","price_cents":1999,"stock":{stock},"max_per_user":{max_per_user}}}"#))
+            .await
+    }
+
+    pub(crate) async fn put_sku_raw(
+        &self,
+        sku: &str,
+        token: Option<&str>,
+        body: String,
+    ) -> Response {
+        let mut req = self
+            .client
+            .put(format!("{}/v1/admin/skus/{sku}", self.base))
+            .body(body);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        req.send().await.expect("request")
+    }
+
+    pub(crate) async fn get_sku(&self, sku: &str) -> Response {
+        self.client
+            .get(format!("{}/v1/skus/{sku}", self.base))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub(crate) async fn stock(&self, sku: &str) -> i64 {
+        let v: serde_json::Value = self.get_sku(sku).await.json().await.expect("json");
+        v["stock"].as_i64().expect("stock")
+    }
+
+    pub(crate) async fn send(&self, p: &Purchase) -> Response {
+        let mut req = self
+            .client
+            .post(format!("{}/v1/purchases", self.base))
+            .body(p.body.clone());
+        if let Some(u) = &p.user {
+            req = req.header("flashgate-user", u);
+        }
+        if let Some(k) = &p.key {
+            req = req.header("idempotency-key", k);
+        }
+        req = req.header("flashgate-signature", p.header_value());
+        req.send().await.expect("request")
+    }
+
+    pub(crate) async fn buy(&self, user: &str, key: &str, sku: &str, qty: i64) -> Response {
+        self.send(&Purchase::new(user, key, sku, qty)).await
+    }
+
+    pub(crate) async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("request")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    pub(crate) async fn order_count(&self) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM orders")
+            .fetch_one(&self.pool)
+            .await
+            .expect("count")
+    }
+}
+
+/// Asserts a problem+json answer with `status` and `code`; returns the body.
+pub(crate) async fn assert_problem(res: Response, status: u16, code: &str) -> serde_json::Value {
+    assert_eq!(
+        res.status(),
+        StatusCode::from_u16(status).expect("status"),
+        "expected {status} {code}"
+    );
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    let body: serde_json::Value = res.json().await.expect("json body");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["status"], status);
+    assert!(
+        body["type"].is_string() && body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
+    body
+}

@@ -1,0 +1,9 @@
+//! HTTP tests of the origin: the real app on port 0, a fresh Postgres database per test
+//! (`#[sqlx::test]`), the local Redis (keys namespaced per test database).
+
+mod admin;
+mod bad_input;
+mod concurrency;
+mod helpers;
+mod purchases;
+mod service;

@@ -1,0 +1,102 @@
+//! Health, readiness, metrics, unknown routes, and dependency failure.
+
+use sqlx::PgPool;
+
+use crate::helpers::{assert_problem, settings, spawn_app};
+
+#[sqlx::test(migrations = "./migrations")]
+async fn health_ready_and_metrics(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let health = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(health.status(), 200);
+    let ready = app
+        .client
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(ready.status(), 200);
+    app.put_sku("M", 5, 5).await;
+    assert_eq!(app.buy("alice", "k", "M", 1).await.status(), 201);
+    let text = app.metrics().await;
+    assert!(text.contains("origin_purchase_requests_total 1"), "{text}");
+    assert!(
+        text.contains(r#"origin_purchases_total{outcome="created"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("origin_purchase_duration_seconds_count 1"),
+        "{text}"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn unknown_routes_and_methods_are_problems(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let res = app
+        .client
+        .get(format!("{}/nope", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_problem(res, 404, "not_found").await;
+    let res = app
+        .client
+        .delete(format!("{}/v1/purchases", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_problem(res, 405, "method_not_allowed").await;
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn database_down_is_503_with_retry_after_and_readyz_503(pool: PgPool) {
+    // A pool pointing at a port where no Postgres listens.
+    let dead = origin::store::pool(
+        "postgres://postgres@127.0.0.1:1/nothing",
+        2,
+        std::time::Duration::from_millis(500),
+    )
+    .expect("lazy pool");
+    let db: (String,) = sqlx::query_as("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("db");
+    let app = origin::Application::build_with_pool(settings(&db.0, &[]), dead)
+        .await
+        .expect("builds while db is down");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until(std::future::pending()));
+    let client = reqwest::Client::new();
+
+    let ready = client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(ready.status(), 503);
+    let p = crate::helpers::Purchase::new("alice", "k", "TV", 1);
+    let res = client
+        .post(format!("{base}/v1/purchases"))
+        .header("flashgate-user", "alice")
+        .header("idempotency-key", "k")
+        .header("flashgate-signature", p.header_value())
+        .body(p.body.clone())
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_problem(res, 503, "unavailable").await;
+    let res = client
+        .get(format!("{base}/v1/skus/TV"))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_problem(res, 503, "unavailable").await;
+}

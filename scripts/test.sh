@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every check and test of Flashgate. This is the command README.md and .ci/run name.
+# It installs or starts what the tests need (services, the wasm target, the edge toolchain).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/services.sh
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== shared builds for wasm32"
+rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
+cargo build -p shared --target wasm32-unknown-unknown --locked
+
+echo "== workspace tests (real Postgres and redis-server)"
+cargo test --workspace --locked
+
+if [[ -x scripts/test-edge.sh ]]; then
+  echo "== edge: build in workerd and end-to-end tests against the real origin"
+  bash scripts/test-edge.sh
+fi
