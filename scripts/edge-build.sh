@@ -6,7 +6,7 @@
 #                                      300 KB (300,000 bytes).
 #   scripts/edge-build.sh --wasm-only  just worker-build (the [build] command of wrangler.toml).
 #
-# Outputs: edge/build/worker/shim.mjs (+ index.js, index_bg.wasm) and edge/build/wrangler.toml, a
+# Outputs: edge/build/index.js + index_bg.wasm and edge/build/wrangler.toml, a
 # copy of the root config without [build] for `wrangler dev`/tests (starts in ~1.5 s instead of
 # rebuilding twice). Run scripts/edge-toolchain.sh first.
 set -euo pipefail
@@ -44,7 +44,7 @@ awk '
     /^\[build\]/ { skip = 1; next }
     /^\[/ { skip = 0 }
     skip { next }
-    /^main = / { print "main = \"worker/shim.mjs\""; next }
+    /^main = / { print "main = \"index.js\""; next }
     { print }
 ' wrangler.toml > edge/build/wrangler.toml
 
@@ -67,7 +67,7 @@ if [[ -z $gzip_kib ]]; then
     exit 1
 fi
 gzip_bytes=$(awk -v k="$gzip_kib" 'BEGIN { printf "%d", k * 1024 }')
-wasm_raw=$(stat -c %s edge/build/worker/index_bg.wasm 2>/dev/null || echo 0)
+wasm_raw=$(stat -c %s edge/build/index_bg.wasm 2>/dev/null || echo 0)
 log "upload size (gzip): ${gzip_kib} KiB = ${gzip_bytes} bytes (limit ${MAX_GZIP_BYTES}); raw wasm ${wasm_raw} bytes"
 if (( gzip_bytes > MAX_GZIP_BYTES )); then
     log "FAIL: the gzip upload is above the limit"

@@ -10,7 +10,10 @@ use crate::sale::SaleResult;
 const BUCKET: Duration = Duration::from_millis(250);
 const COLORS: [RGBColor; 4] = [BLUE, RED, GREEN, MAGENTA];
 
-fn series(r: &SaleResult) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+/// Points of one line: (seconds, value).
+type Line = Vec<(f64, f64)>;
+
+fn series(r: &SaleResult) -> (Line, Line) {
     let buckets = (r.elapsed.as_millis() / BUCKET.as_millis()) as usize + 1;
     let mut created = vec![0u64; buckets];
     let mut lat: Vec<Vec<u64>> = vec![Vec::new(); buckets];

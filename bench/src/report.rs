@@ -15,9 +15,12 @@ fn per_sec(n: u64, d: Option<Duration>) -> f64 {
     }
 }
 
+/// Renders one table cell of a result.
+type Column = Box<dyn Fn(&SaleResult) -> String>;
+
 /// Prints one column per result, and the speed-up of the first over the last when there are two.
 pub(crate) fn print(results: &[&SaleResult]) {
-    let rows: Vec<(&str, Box<dyn Fn(&SaleResult) -> String>)> = vec![
+    let rows: Vec<(&str, Column)> = vec![
         ("shoppers", Box::new(|r| r.concurrency.to_string())),
         ("stock", Box::new(|r| r.stock.to_string())),
         ("units sold", Box::new(|r| r.units_sold.to_string())),

@@ -8,7 +8,7 @@
 //!   [`gcra`] + [`ratelimit_fields`] (per-user rate limit and its IETF headers),
 //!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
-//!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`],
+//!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
 //!   [`warmup`], [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages) and [`reply`] (responses as data).
 //! - **Runtime adapters** — `runtime`, compiled only for `wasm32`: the fetch entry point, the
 //!   per-user SQLite-backed Durable Object, the Cache API and the signed fetch to the origin. They
@@ -28,6 +28,7 @@ pub mod ratelimit_fields;
 pub mod reply;
 pub mod routes;
 pub mod shield;
+pub mod url_parts;
 pub mod warmup;
 
 #[cfg(target_arch = "wasm32")]

@@ -5,6 +5,7 @@ use worker::{Date, Env, Headers, Request, Response};
 
 use crate::config::{ConfigError, Settings};
 use crate::reply::Reply;
+use crate::url_parts;
 
 /// Reads the settings from the Worker's vars and secrets.
 pub(crate) fn settings(env: &Env) -> Result<Settings, ConfigError> {
@@ -23,9 +24,12 @@ pub(crate) fn header(req: &Request, name: &str) -> Option<String> {
 
 /// `scheme://host[:port]` of the request, the base of the edge's cache keys.
 pub(crate) fn base_url(req: &Request) -> String {
-    req.url()
-        .map(|u| u.origin().ascii_serialization())
-        .unwrap_or_else(|_| String::from("https://flashgate-edge.invalid"))
+    url_parts::origin(&req.inner().url()).to_owned()
+}
+
+/// The decoded query pairs of the request URL.
+pub(crate) fn query_pairs(req: &Request) -> Vec<(String, String)> {
+    url_parts::form_pairs(url_parts::query(&req.inner().url()))
 }
 
 /// Turns a reply into a response.

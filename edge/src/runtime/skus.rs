@@ -11,7 +11,7 @@ use crate::reply::Reply;
 use crate::shield::SkuFacts;
 use crate::warmup::{self, Report};
 
-use super::http::{base_url, header};
+use super::http::{base_url, header, query_pairs};
 use super::origin;
 use super::sku_cache;
 
@@ -79,14 +79,7 @@ pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
     ) {
         return warmup::unauthorized();
     }
-    let query: Vec<(String, String)> = match req.url() {
-        Ok(url) => url
-            .query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    let skus = match warmup::skus(&query) {
+    let skus = match warmup::skus(&query_pairs(req)) {
         Ok(skus) => skus,
         Err(reply) => return reply,
     };

@@ -2,13 +2,12 @@
 //! every node in parallel and deciding as soon as the outcome is known.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use redis::ScriptInvocation;
+use redis::{FromRedisValue, ScriptInvocation};
 
 use super::backoff::Backoff;
 use super::config::{RedlockConfig, Ttl};
@@ -27,7 +26,8 @@ pub struct Redlock {
 }
 
 struct Inner {
-    nodes: Vec<Node>,
+    /// In URL order; a node's index is its name everywhere.
+    nodes: Vec<Arc<Node>>,
     /// `nodes.len() / 2 + 1`.
     quorum: usize,
     /// Validated once in `connect`.
@@ -57,18 +57,31 @@ struct Keys {
     fence: String,
 }
 
+/// What happens to node calls still in flight once an outcome is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stragglers {
+    /// Drop them: a command already sent still runs on its node; one not yet sent never will.
+    Drop,
+    /// Let them run to completion (or their timeout) in a background task, so that e.g. a
+    /// release reaches every reachable node without the caller waiting for the slowest.
+    Finish,
+    /// Wait for them too (each is bounded by its timeout).
+    Await,
+}
+
 impl Redlock {
     /// Builds the lock over `urls` (one `redis://` URL per independent node). Fails only for an
     /// invalid configuration or URL: connections are made lazily and re-made in the background,
-    /// so this succeeds even when some or all nodes are down. A background probe then connects
-    /// to every node (and starts the restart guard of nodes that are new or came back empty).
+    /// so this succeeds even when some or all nodes are down. A background task then connects to
+    /// every node, loads the scripts and starts the restart guard of nodes that are new or came
+    /// back empty.
     pub async fn connect(
         urls: &[String],
         config: RedlockConfig,
         metrics: RedlockMetrics,
     ) -> Result<Self, RedlockError> {
         config.validate()?;
-        let nodes = Node::open_all(urls, &config)?;
+        let nodes = Node::open_all(urls, &config, &metrics)?;
         let quorum = nodes.len() / 2 + 1;
         let redlock = Self {
             inner: Arc::new(Inner {
@@ -80,10 +93,8 @@ impl Redlock {
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let warm = redlock.clone();
-            // Bounded by the probe timeout; holds a clone only until then.
-            runtime.spawn(async move {
-                let _ = warm.node_states().await;
-            });
+            // Bounded by the probe timeouts; holds a clone only until then.
+            runtime.spawn(async move { warm.warm_up().await });
         }
         Ok(redlock)
     }
@@ -133,7 +144,8 @@ impl Redlock {
     }
 
     /// Makes `lease` valid for `ttl` from now (compare-and-pexpire on every node). Succeeds only
-    /// if a quorum still holds the lease's token and answers within its current validity.
+    /// if a quorum still holds the lease's token and confirms within its current validity. The
+    /// fence does not change.
     ///
     /// Errors: [`RedlockError::Lost`] if the lease had expired or a quorum no longer holds it
     /// (its validity is then zero); [`RedlockError::Unreachable`] if too few nodes answered
@@ -150,11 +162,11 @@ impl Redlock {
     }
 
     /// Releases `lease` (compare-and-delete on every node: never deletes another holder's lock).
+    /// Returns once a quorum answered; the other nodes get the delete in the background.
     ///
     /// Errors: [`RedlockError::Lost`] if the lease's validity had already run out (the protected
     /// work may have overlapped another holder's); [`RedlockError::Unreachable`] if fewer than a
-    /// quorum of nodes answered (the lock then expires by its TTL there). Either way, every
-    /// reachable node has dropped the lease's token.
+    /// quorum of nodes answered (the lock then expires by its TTL there).
     pub async fn release(&self, lease: Lease) -> Result<(), RedlockError> {
         let remaining = lease.remaining();
         self.inner.metrics.released(remaining.as_secs_f64());
@@ -166,9 +178,10 @@ impl Redlock {
             .confirm(
                 self.all_nodes(),
                 self.inner.quorum,
-                &invocation,
+                invocation,
                 timeout,
                 answer_any,
+                Stragglers::Finish,
             )
             .await;
         if remaining.is_zero() {
@@ -180,20 +193,23 @@ impl Redlock {
         }
     }
 
-    /// Whether a quorum of nodes answers and can vote (not in restart recovery), within
-    /// [`RedlockConfig::node_timeout_max`]. For readiness probes.
+    /// Whether a quorum of nodes answers and can vote (is not in its restart recovery window),
+    /// probed within [`RedlockConfig::node_timeout_max`]. For readiness probes.
     pub async fn quorum_reachable(&self) -> bool {
-        let invocation = self.health_invocation();
-        let timeout = self.inner.config.node_timeout_max;
         let confirmations = self
             .confirm(
                 self.all_nodes(),
                 self.inner.quorum,
-                &invocation,
-                timeout,
-                |reply: i64| {
-                    if reply == 0 { Answer::Yes } else { Answer::No }
+                self.health_invocation(),
+                self.inner.config.node_timeout_max,
+                |recovering_ms: i64| {
+                    if recovering_ms == 0 {
+                        Answer::Yes
+                    } else {
+                        Answer::No
+                    }
                 },
+                Stragglers::Drop,
             )
             .await;
         confirmations.yes() >= self.inner.quorum
@@ -203,11 +219,10 @@ impl Redlock {
     pub async fn node_states(&self) -> Vec<NodeState> {
         let invocation = self.health_invocation();
         let timeout = self.inner.config.node_timeout_max;
-        let metrics = &self.inner.metrics;
         let probes = self.inner.nodes.iter().map(|node| {
             let invocation = &invocation;
             async move {
-                match node.run::<i64>(invocation, timeout, metrics).await {
+                match node.run::<i64>(invocation, timeout).await {
                     Ok(0) => NodeState::Ready,
                     Ok(ms) => NodeState::Recovering {
                         remaining: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
@@ -217,6 +232,25 @@ impl Redlock {
             }
         });
         futures::future::join_all(probes).await
+    }
+
+    /// Connects to every node, loads the scripts, and starts the restart guard on fresh nodes.
+    async fn warm_up(&self) {
+        let timeout = self.inner.config.node_timeout_max;
+        let all = [
+            &*scripts::ACQUIRE,
+            &*scripts::RAISE_FENCE,
+            &*scripts::RELEASE,
+            &*scripts::EXTEND,
+            &*scripts::HEALTH,
+        ];
+        let preload = self
+            .inner
+            .nodes
+            .iter()
+            .map(|node| node.preload(&all, timeout));
+        futures::future::join_all(preload).await;
+        let _ = self.node_states().await;
     }
 
     /// Attempts until one succeeds or the next could not start before `deadline` (`None`: a
@@ -261,21 +295,21 @@ impl Redlock {
         result
     }
 
-    /// One attempt: SET NX on every node in parallel, decide at the first moment a quorum is
-    /// certain or impossible, settle the fence, check validity; on failure release whatever was
-    /// acquired before returning.
+    /// One attempt: the acquire script on every node in parallel, decided the moment a quorum is
+    /// certain or impossible; then the fence is settled and validity checked. A failed attempt
+    /// releases whatever it acquired before returning.
     async fn attempt(&self, key: &str, keys: &Keys, ttl: Ttl) -> Result<Lease, RedlockError> {
         let inner = &*self.inner;
         inner.metrics.attempt();
         let token = format!("{:032x}", rand::random::<u128>());
         let timeout = inner.config.node_timeout(ttl.duration);
-        let marker = self.marker_keys();
+        let (marker, recovering) = self.marker_keys();
         let mut invocation = scripts::ACQUIRE.prepare_invoke();
         invocation
             .key(&keys.lock)
             .key(&keys.fence)
-            .key(&marker.0)
-            .key(&marker.1)
+            .key(marker)
+            .key(recovering)
             .arg(&token)
             .arg(ttl.millis)
             .arg(inner.config.recovery_millis())
@@ -284,40 +318,23 @@ impl Redlock {
         let start = Instant::now();
         let mut tally = AcquireTally::new(inner.nodes.len(), inner.quorum);
         {
+            let invocation = &invocation;
             let mut votes: FuturesUnordered<_> = inner
                 .nodes
                 .iter()
-                .map(|node| {
-                    let invocation = &invocation;
-                    async move {
-                        let vote = match node
-                            .run::<(i64, i64)>(invocation, timeout, &inner.metrics)
-                            .await
-                        {
-                            Ok(reply) => match AcquireReply::decode(reply) {
-                                Some(AcquireReply::Granted { fence }) => Vote::Granted(fence),
-                                Some(AcquireReply::Held) => Vote::Held,
-                                Some(AcquireReply::Recovering) => Vote::Recovering,
-                                None => {
-                                    tracing::warn!(
-                                        node = node.index,
-                                        ?reply,
-                                        "unexpected redlock acquire reply"
-                                    );
-                                    Vote::Failed
-                                }
-                            },
-                            Err(_) => Vote::Failed,
-                        };
-                        (node.index, vote)
-                    }
+                .map(|node| async move {
+                    let vote = match node.run::<(i64, i64)>(invocation, timeout).await {
+                        Ok(reply) => vote_from(node.index, reply),
+                        Err(_) => Vote::Failed,
+                    };
+                    (node.index, vote)
                 })
                 .collect();
             while let Some((index, vote)) = votes.next().await {
                 tally.record(index, vote);
                 if tally.outcome().is_some() {
-                    // Nodes still in flight are dropped: their command, if sent, still runs,
-                    // and they are covered by the release below or by the lease's release.
+                    // Calls still in flight are dropped. If their command was sent it still
+                    // runs; such nodes are released below (failure) or with the lease.
                     break;
                 }
             }
@@ -333,20 +350,26 @@ impl Redlock {
 
         let (fence, agreeing) = tally.fence();
         if agreeing < inner.quorum {
-            // The granting nodes disagree on the counter: raise the laggards to the quorum's
-            // fence, and count only nodes that still hold our lock while at it.
+            // The granting nodes disagree on the counter: raise the others to the quorum's
+            // fence, counting only nodes that still hold our lock while at it.
             let mut raise = scripts::RAISE_FENCE.prepare_invoke();
             raise
                 .key(&keys.lock)
                 .key(&keys.fence)
                 .arg(&token)
                 .arg(fence);
-            let targets = (0..inner.nodes.len()).filter(|index| !tally.granted_with(*index, fence));
-            let needed = inner.quorum - agreeing;
+            let targets = self
+                .all_nodes()
+                .filter(|index| !tally.granted_with(*index, fence));
             let confirmations = self
-                .confirm(targets, needed, &raise, timeout, |reply: i64| {
-                    if reply == 1 { Answer::Yes } else { Answer::No }
-                })
+                .confirm(
+                    targets,
+                    inner.quorum - agreeing,
+                    raise,
+                    timeout,
+                    answer_one,
+                    Stragglers::Drop,
+                )
                 .await;
             if confirmations.outcome() != Some(true) {
                 self.release_where(keys, &token, timeout, |_| true).await;
@@ -359,7 +382,7 @@ impl Redlock {
         }
 
         match self.validity_left(start, ttl) {
-            Some((expires_at, _)) => Ok(Lease::new(
+            Some(expires_at) => Ok(Lease::new(
                 key.to_owned(),
                 token,
                 fence,
@@ -391,22 +414,21 @@ impl Redlock {
             .confirm(
                 self.all_nodes(),
                 inner.quorum,
-                &invocation,
+                invocation,
                 timeout,
-                |reply: i64| {
-                    if reply == 1 { Answer::Yes } else { Answer::No }
-                },
+                answer_one,
+                Stragglers::Drop,
             )
             .await;
         let now = Instant::now();
         if confirmations.outcome() == Some(true) {
             if now >= old_expiry {
-                // The quorum answered, but after the lease had run out: too late to count.
+                // A quorum confirmed, but only after the lease had run out: too late to count.
                 lease.set_expires_at(now);
                 return Err(RedlockError::Lost);
             }
             return match self.validity_left(start, ttl) {
-                Some((expires_at, _)) => {
+                Some(expires_at) => {
                     lease.extended(ttl.duration, expires_at);
                     Ok(())
                 }
@@ -416,7 +438,7 @@ impl Redlock {
         let refused = confirmations.answered() - confirmations.yes();
         if refused > inner.nodes.len() - inner.quorum || now >= old_expiry {
             // A quorum no longer has our token: the lease is gone. Drop what is left of it so
-            // others need not wait for the TTL.
+            // that others need not wait for the TTL.
             lease.set_expires_at(now);
             self.release_where(&keys, lease.token(), timeout, |_| true)
                 .await;
@@ -425,19 +447,19 @@ impl Redlock {
         Err(self.unreachable(confirmations.answered()))
     }
 
-    /// `(expires_at, validity)` for an attempt that started at `start`: validity is
-    /// `ttl − elapsed − drift`, computed without underflow; `None` if it is not above
+    /// End of validity for an operation that started at `start` with `ttl`: validity is
+    /// `ttl − elapsed − drift`, computed without underflow; `None` unless it is above
     /// `min_validity`.
-    fn validity_left(&self, start: Instant, ttl: Ttl) -> Option<(Instant, Duration)> {
+    fn validity_left(&self, start: Instant, ttl: Ttl) -> Option<Instant> {
         let config = &self.inner.config;
         let horizon = ttl.duration.checked_sub(config.drift(ttl.duration))?;
         let expires_at = start.checked_add(horizon)?;
         let validity = expires_at.checked_duration_since(Instant::now())?;
-        (validity > config.min_validity).then_some((expires_at, validity))
+        (validity > config.min_validity).then_some(expires_at)
     }
 
-    /// Compare-and-delete of `token` on the nodes selected by `select`, waiting for all of them
-    /// (each bounded by `timeout`).
+    /// Compare-and-delete of `token` on the nodes `select` picks, waiting for all of them (each
+    /// bounded by `timeout`) before the caller retries.
     async fn release_where(
         &self,
         keys: &Keys,
@@ -447,38 +469,54 @@ impl Redlock {
     ) {
         let mut invocation = scripts::RELEASE.prepare_invoke();
         invocation.key(&keys.lock).arg(token);
-        let targets: Vec<usize> = (0..self.inner.nodes.len())
-            .filter(|index| select(*index))
-            .collect();
-        let asked = targets.len();
-        // Needing every answer makes `confirm` wait for all of them.
-        self.confirm(targets, asked, &invocation, timeout, answer_any)
-            .await;
+        let targets: Vec<usize> = self.all_nodes().filter(|index| select(*index)).collect();
+        let every = targets.len();
+        self.confirm(
+            targets,
+            every,
+            invocation,
+            timeout,
+            answer_any,
+            Stragglers::Await,
+        )
+        .await;
     }
 
-    /// Runs `invocation` on `targets` in parallel until `needed` answers map to `Answer::Yes`
-    /// or that becomes impossible. Unfinished calls are dropped (a command already sent still
-    /// runs on its node).
-    async fn confirm<T: redis::FromRedisValue>(
+    /// Runs `invocation` on `targets` in parallel until `needed` answers are judged
+    /// [`Answer::Yes`], or that has become impossible.
+    async fn confirm<T: FromRedisValue + Send + 'static>(
         &self,
         targets: impl IntoIterator<Item = usize>,
         needed: usize,
-        invocation: &ScriptInvocation<'_>,
+        invocation: ScriptInvocation<'static>,
         timeout: Duration,
         judge: impl Fn(T) -> Answer,
+        stragglers: Stragglers,
     ) -> Confirmations {
-        let inner = &*self.inner;
-        let calls: FuturesUnordered<_> = targets
+        let invocation = Arc::new(invocation);
+        let mut calls: FuturesUnordered<_> = targets
             .into_iter()
-            .filter_map(|index| inner.nodes.get(index))
-            .map(|node| node.run::<T>(invocation, timeout, &inner.metrics))
+            .filter_map(|index| self.inner.nodes.get(index).cloned())
+            .map(|node| {
+                let invocation = Arc::clone(&invocation);
+                async move { node.run::<T>(&invocation, timeout).await }
+            })
             .collect();
         let mut confirmations = Confirmations::new(calls.len(), needed);
-        decide(calls, |result| {
+        while confirmations.outcome().is_none() {
+            let Some(result) = calls.next().await else {
+                break;
+            };
             confirmations.record(result.map_or(Answer::Failed, &judge));
-            confirmations.outcome().is_some()
-        })
-        .await;
+        }
+        match stragglers {
+            Stragglers::Drop => {}
+            Stragglers::Finish if calls.is_empty() => {}
+            Stragglers::Finish => {
+                tokio::spawn(async move { while calls.next().await.is_some() {} });
+            }
+            Stragglers::Await => while calls.next().await.is_some() {},
+        }
         confirmations
     }
 
@@ -522,21 +560,27 @@ impl Redlock {
     }
 }
 
-/// Polls `calls` until `on_result` says the outcome is decided or all are done.
-async fn decide<F: Future>(
-    mut calls: FuturesUnordered<F>,
-    mut on_result: impl FnMut(F::Output) -> bool,
-) {
-    while let Some(result) = calls.next().await {
-        if on_result(result) {
-            return;
+/// Maps an acquire script reply to a vote (an unexpected reply counts as a failed node).
+fn vote_from(node: usize, reply: (i64, i64)) -> Vote {
+    match AcquireReply::decode(reply) {
+        Some(AcquireReply::Granted { fence }) => Vote::Granted(fence),
+        Some(AcquireReply::Held) => Vote::Held,
+        Some(AcquireReply::Recovering) => Vote::Recovering,
+        None => {
+            tracing::warn!(node, ?reply, "unexpected redlock acquire reply");
+            Vote::Failed
         }
     }
 }
 
-/// Any reply counts as an answer (release: deleted or already gone).
+/// Any reply counts (release: deleted, or already gone).
 fn answer_any(_: i64) -> Answer {
     Answer::Yes
+}
+
+/// `1` is yes, anything else no (extend, fence raise).
+fn answer_one(reply: i64) -> Answer {
+    if reply == 1 { Answer::Yes } else { Answer::No }
 }
 
 /// Floor of a fence counter that does not exist yet on a node: microseconds since the Unix

@@ -28,7 +28,7 @@
 //! * **Acquire** sends one Lua script to every node at once: `SET lock token NX PX ttl` and, if
 //!   set, bump the key's fence counter. The attempt is decided the moment the outcome is known:
 //!   as soon as a quorum granted, or as soon as the nodes that refused or failed make a quorum
-//!   impossible. Each node call has a timeout derived from the TTL
+//!   impossible and the reason (contended or unreachable) is certain. Each node call has a timeout derived from the TTL
 //!   ([`RedlockConfig::node_timeout_ratio`], clamped), so one slow or paused node cannot stall
 //!   an acquire. Validity is `ttl − elapsed − drift` with `drift = ttl × 0.01 + 2 ms`, measured
 //!   on the monotonic clock from before the first send, computed with checked arithmetic (no

@@ -3,10 +3,11 @@
 //! per-node timeout, counting failures in `redlock_node_errors_total{node}`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::{FromRedisValue, Script, ScriptInvocation};
 
 use super::config::RedlockConfig;
 use super::error::ConfigError;
@@ -18,6 +19,8 @@ pub(crate) struct Node {
     pub(crate) index: usize,
     /// `index` as a metric label, formatted once.
     label: String,
+    /// Where this node's errors are counted (shared with the lock).
+    metrics: RedlockMetrics,
     /// Cheap to clone; every clone multiplexes over the same TCP connection. Created lazily, so
     /// a node that is down at startup does not stop the lock from being built.
     connection: ConnectionManager,
@@ -34,11 +37,12 @@ pub(crate) enum NodeError {
 
 impl Node {
     /// Parses every URL (rejecting duplicates) and prepares lazy connections. No I/O happens
-    /// here. Needs a Tokio runtime.
+    /// here.
     pub(crate) fn open_all(
         urls: &[String],
         config: &RedlockConfig,
-    ) -> Result<Vec<Self>, ConfigError> {
+        metrics: &RedlockMetrics,
+    ) -> Result<Vec<Arc<Self>>, ConfigError> {
         if urls.is_empty() {
             return Err(ConfigError::NoNodes);
         }
@@ -63,13 +67,26 @@ impl Node {
                 .set_number_of_retries(4);
             let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
                 .map_err(|source| ConfigError::InvalidUrl { index, source })?;
-            nodes.push(Self {
+            nodes.push(Arc::new(Self {
                 index,
                 label: index.to_string(),
+                metrics: metrics.clone(),
                 connection,
-            });
+            }));
         }
         Ok(nodes)
+    }
+
+    /// Loads `scripts` (`SCRIPT LOAD`) so that first calls skip the `NOSCRIPT` round trip.
+    /// Best effort: a node that restarts later pays that round trip once.
+    pub(crate) async fn preload(&self, scripts: &[&Script], timeout: Duration) {
+        for script in scripts {
+            let mut connection = self.connection.clone();
+            let loaded = tokio::time::timeout(timeout, script.load_async(&mut connection)).await;
+            if !matches!(loaded, Ok(Ok(_))) {
+                return;
+            }
+        }
     }
 
     /// Runs `invocation` on this node, giving up after `timeout`. A command that was already
@@ -79,16 +96,15 @@ impl Node {
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
-        metrics: &RedlockMetrics,
     ) -> Result<T, NodeError> {
         let mut connection = self.connection.clone();
-        let error =
-            match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(error)) => NodeError::Redis(error),
-                Err(_elapsed) => NodeError::Timeout,
-            };
-        metrics.node_error(&self.label);
+        let call = invocation.invoke_async(&mut connection);
+        let error = match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(error)) => NodeError::Redis(error),
+            Err(_elapsed) => NodeError::Timeout,
+        };
+        self.metrics.node_error(&self.label);
         tracing::debug!(node = self.index, %error, "redlock node call failed");
         Err(error)
     }

@@ -57,14 +57,28 @@ impl AcquireTally {
         self.count(Option::is_none)
     }
 
-    /// `Some(Ok)` once a quorum granted, `Some(Err)` once a quorum can no longer be reached,
-    /// `None` while it is open.
+    /// `Some(Ok)` once a quorum granted; `Some(Err)` once a quorum can no longer be reached
+    /// *and* the reason is certain; `None` while open.
+    ///
+    /// The reason: [`Refusal::Contended`] if enough nodes were able to vote (granted or held)
+    /// that, had nobody else held the lock, we would have won; [`Refusal::Unreachable`] if even
+    /// then too few could vote. While pending nodes could tip it either way the attempt is lost
+    /// but undecided: they are waited for (at most the per-node timeout, which the cleanup
+    /// release after a failed attempt costs anyway).
     pub(crate) fn outcome(&self) -> Option<Result<(), Refusal>> {
         let granted = self.granted();
+        let pending = self.pending();
         if granted >= self.quorum {
-            Some(Ok(()))
-        } else if granted + self.pending() < self.quorum {
-            Some(Err(self.refusal()))
+            return Some(Ok(()));
+        }
+        if granted + pending >= self.quorum {
+            return None;
+        }
+        let available = granted + self.count(|v| matches!(v, Some(Vote::Held)));
+        if available >= self.quorum {
+            Some(Err(Refusal::Contended))
+        } else if available + pending < self.quorum {
+            Some(Err(Refusal::Unreachable { available }))
         } else {
             None
         }
@@ -72,19 +86,14 @@ impl AcquireTally {
 
     /// The outcome once every node has answered (or been given up on).
     pub(crate) fn final_outcome(&self) -> Result<(), Refusal> {
-        self.outcome().unwrap_or_else(|| Err(self.refusal()))
-    }
-
-    /// Contended unless the nodes unable to vote alone make a quorum impossible: if
-    /// `failed + recovering > N − quorum`, waiting for the holder would not help.
-    fn refusal(&self) -> Refusal {
-        let unable = self.count(|v| matches!(v, Some(Vote::Failed | Vote::Recovering)));
-        if self.votes.len().saturating_sub(unable) < self.quorum {
+        self.outcome().unwrap_or_else(|| {
             let available = self.count(|v| matches!(v, Some(Vote::Granted(_) | Vote::Held)));
-            Refusal::Unreachable { available }
-        } else {
-            Refusal::Contended
-        }
+            if available >= self.quorum {
+                Err(Refusal::Contended)
+            } else {
+                Err(Refusal::Unreachable { available })
+            }
+        })
     }
 
     /// The quorum's fence (the highest counter among granting nodes) and how many granting
@@ -211,9 +220,15 @@ mod tests {
             down.outcome(),
             Some(Err(Refusal::Unreachable { available: 0 }))
         );
-        // 1 of 3 down and one held: the holder is why we failed.
-        let held = tally(3, &[(0, Vote::Failed), (1, Vote::Held)]);
-        assert_eq!(held.outcome(), Some(Err(Refusal::Contended)));
+        // 1 of 3 down and one held: lost, but why depends on the third node.
+        let mut held = tally(3, &[(0, Vote::Failed), (1, Vote::Held)]);
+        assert_eq!(held.outcome(), None, "the third node decides the reason");
+        assert_eq!(held.final_outcome(), Err(Refusal::Unreachable { available: 1 }));
+        held.record(2, Vote::Granted(4));
+        assert_eq!(held.outcome(), Some(Err(Refusal::Contended)), "the holder is why");
+        let mut dead = tally(3, &[(0, Vote::Failed), (1, Vote::Held)]);
+        dead.record(2, Vote::Failed);
+        assert_eq!(dead.outcome(), Some(Err(Refusal::Unreachable { available: 1 })));
         // Recovering nodes cannot vote either.
         let recovering = tally(
             3,

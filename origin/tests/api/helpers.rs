@@ -14,7 +14,6 @@ pub(crate) struct TestApp {
     pub(crate) base: String,
     pub(crate) client: reqwest::Client,
     pub(crate) pool: PgPool,
-    pub(crate) state: origin::routes::AppState,
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -51,18 +50,36 @@ pub(crate) async fn spawn_app_with(pool: PgPool, overrides: &[(&str, &str)]) -> 
         .await
         .expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
-    let state = app.state().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(app.run_until(async {
         let _ = rx.await;
     }));
+    let client = reqwest::Client::new();
+    wait_ready(&client, &base).await;
     TestApp {
         base,
-        client: reqwest::Client::new(),
+        client,
         pool,
-        state,
         _shutdown: tx,
     }
+}
+
+/// Waits for `/readyz` (a Redis node seen for the first time keeps out of the lock quorum for
+/// one lock TTL — the Redlock restart guard — so a fresh CI machine starts with a short wait).
+pub(crate) async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(30) {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("origin at {base} not ready within 30 s");
 }
 
 pub(crate) fn now() -> i64 {

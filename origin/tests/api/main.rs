@@ -4,6 +4,7 @@
 mod admin;
 mod bad_input;
 mod concurrency;
+mod contention;
 mod helpers;
 mod purchases;
 mod service;

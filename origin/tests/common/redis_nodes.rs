@@ -40,7 +40,10 @@ impl RedisNodes {
     /// Starts `count` servers and waits until each answers `PING`. Panics (it is a test helper)
     /// if one cannot be started.
     pub(crate) async fn start(count: usize) -> Self {
-        let dir = tempfile::Builder::new().prefix("redis-nodes-").tempdir().expect("create temp dir for redis nodes");
+        let dir = tempfile::Builder::new()
+            .prefix("redis-nodes-")
+            .tempdir()
+            .expect("create temp dir for redis nodes");
         let mut nodes = Vec::with_capacity(count);
         for index in 0..count {
             let node_dir = dir.path().join(format!("node-{index}"));
@@ -103,7 +106,11 @@ impl RedisNodes {
         let child = spawn(node.port, &node.dir);
         node.child = Some(child);
         if let Err(why) = node.wait_ready().await {
-            panic!("redis node {index} did not come back on port {}: {why}\n{}", node.port, node.log_tail());
+            panic!(
+                "redis node {index} did not come back on port {}: {why}\n{}",
+                node.port,
+                node.log_tail()
+            );
         }
     }
 
@@ -113,7 +120,9 @@ impl RedisNodes {
     }
 
     fn signal(&self, index: usize, signal: &str) {
-        let pid = self.pid(index).unwrap_or_else(|| panic!("redis node {index} is not running"));
+        let pid = self
+            .pid(index)
+            .unwrap_or_else(|| panic!("redis node {index} is not running"));
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(pid.to_string())
@@ -136,7 +145,11 @@ impl Node {
         let mut last_error = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port();
-            let mut node = Self { port, dir: dir.to_path_buf(), child: Some(spawn(port, dir)) };
+            let mut node = Self {
+                port,
+                dir: dir.to_path_buf(),
+                child: Some(spawn(port, dir)),
+            };
             match node.wait_ready().await {
                 Ok(()) => return node,
                 Err(why) => {
@@ -159,7 +172,9 @@ impl Node {
                 }
             }
             let port = self.port;
-            let pong = tokio::task::spawn_blocking(move || ping(port)).await.unwrap_or(false);
+            let pong = tokio::task::spawn_blocking(move || ping(port))
+                .await
+                .unwrap_or(false);
             if pong {
                 return Ok(());
             }
@@ -190,7 +205,11 @@ fn server_binary() -> PathBuf {
         return PathBuf::from(path);
     }
     let default = PathBuf::from("/usr/bin/redis-server");
-    if default.exists() { default } else { PathBuf::from("redis-server") }
+    if default.exists() {
+        default
+    } else {
+        PathBuf::from("redis-server")
+    }
 }
 
 fn spawn(port: u16, dir: &Path) -> Child {
@@ -235,11 +254,15 @@ fn free_port() -> u16 {
 /// A random number from std alone (each `RandomState` is seeded randomly).
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new().build_hasher().finish()
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 fn ping(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));

@@ -1,0 +1,353 @@
+//! Bounded contention: batched decisions, several processes, the sold-out fast path, the lease
+//! guard and load shedding.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use origin::store::{self, Attempt, Decision, Outcome, StoreError};
+use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, Quantity, Sku, UserId};
+use sqlx::PgPool;
+
+use crate::helpers::{TestApp, assert_problem, spawn_app, spawn_app_with};
+
+fn attempt(user: &str, key: &str, sku: &str, qty: i64) -> Attempt {
+    Attempt {
+        user: UserId::parse(user).expect("user"),
+        key: IdempotencyKey::parse(key).expect("key"),
+        request: PurchaseRequest {
+            sku: Sku::parse(sku).expect("sku"),
+            qty: Quantity::new(qty).expect("qty"),
+        },
+    }
+}
+
+fn status(d: &Decision) -> String {
+    match d {
+        Decision::Fresh {
+            outcome: Outcome::Created,
+            ..
+        } => "created".into(),
+        Decision::Fresh {
+            outcome: Outcome::Refused(code),
+            ..
+        } => code.as_str().into(),
+        Decision::Replay(a) => format!("replay {}", a.status),
+        Decision::KeyReused => "reused".into(),
+    }
+}
+
+/// Reads a metric's value from the text exposition.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn one_batch_decides_mixed_outcomes_in_arrival_order(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku("MIX", 5, 3).await;
+    let sku = Sku::parse("MIX").expect("sku");
+    let batch = [
+        attempt("alice", "a1", "MIX", 2),  // created, 3 left
+        attempt("alice", "a1", "MIX", 2),  // same key, same request inside the batch: decided once
+        attempt("alice", "a1", "MIX", 1),  // same key, other request
+        attempt("alice", "a2", "MIX", 2),  // alice would hold 4 > cap 3
+        attempt("bob", "b1", "MIX", 3),    // created, 0 left
+        attempt("carol", "c1", "MIX", 1),  // sold out
+        attempt("carol", "c2", "NOPE", 1), // (a different SKU in a batch is never queued; the store still answers per row)
+    ];
+    let res = store::decide_batch(&pool, &sku, &batch[..6], None, None)
+        .await
+        .expect("batch commits");
+    let got: Vec<String> = res.decisions.iter().map(status).collect();
+    assert_eq!(
+        got,
+        [
+            "created",
+            "replay 201",
+            "reused",
+            "purchase_limit",
+            "created",
+            "sold_out"
+        ]
+    );
+    assert_eq!((res.remaining, res.units_sold), (Some(0), 5));
+    // The duplicate replays the very same order.
+    let (Decision::Fresh { answer, .. }, Decision::Replay(replay)) =
+        (&res.decisions[0], &res.decisions[1])
+    else {
+        panic!("unexpected decisions");
+    };
+    assert_eq!(answer, replay);
+    let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    let records: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!((orders, records), (2, 4), "2 orders; a1, a2, b1, c1 stored");
+    // Over HTTP the stored answers replay.
+    assert_problem(
+        app.buy("alice", "a2", "MIX", 2).await,
+        409,
+        "purchase_limit",
+    )
+    .await;
+    let _ = &batch[6];
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_stale_fencing_token_commits_nothing(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku("F", 10, 10).await;
+    let sku = Sku::parse("F").expect("sku");
+    store::decide_batch(&pool, &sku, &[attempt("u", "k1", "F", 1)], Some(7), None)
+        .await
+        .expect("fence 7 commits");
+    let stale =
+        store::decide_batch(&pool, &sku, &[attempt("u", "k2", "F", 1)], Some(6), None).await;
+    assert!(
+        matches!(
+            stale,
+            Err(StoreError::StaleFence {
+                presented: 6,
+                current: 7
+            })
+        ),
+        "{stale:?}"
+    );
+    store::decide_batch(&pool, &sku, &[attempt("u", "k3", "F", 1)], Some(7), None)
+        .await
+        .expect("same fence still ok");
+    assert_eq!(app.stock("F").await, 8);
+    let k2: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records WHERE idempotency_key = 'k2'")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(k2, 0);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_commit_past_the_lease_deadline_rolls_back(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku("L", 10, 10).await;
+    let sku = Sku::parse("L").expect("sku");
+    let past = std::time::Instant::now();
+    let res = store::decide_batch(
+        &pool,
+        &sku,
+        &[attempt("u", "k", "L", 1)],
+        Some(1),
+        Some(past),
+    )
+    .await;
+    assert!(matches!(res, Err(StoreError::LeaseExpired)), "{res:?}");
+    assert_eq!(app.stock("L").await, 10);
+}
+
+async fn buy_all(apps: &[Arc<TestApp>], n: usize, sku: &str, users: usize) -> Vec<u16> {
+    let futs = (0..n).map(|i| {
+        let app = apps[i % apps.len()].clone();
+        let sku = sku.to_owned();
+        tokio::spawn(async move {
+            app.buy(&format!("user{}", i % users), &format!("key{i}"), &sku, 1)
+                .await
+                .status()
+                .as_u16()
+        })
+    });
+    join_all(futs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect()
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn the_combiner_batches_and_two_processes_never_oversell(pool: PgPool) {
+    // Two origin "processes" (separate combiners, marks and lock clients) on one database.
+    let a = Arc::new(spawn_app(pool.clone()).await);
+    let b = Arc::new(spawn_app(pool.clone()).await);
+    a.put_sku("HOT", 150, 2).await;
+    let statuses = buy_all(&[a.clone(), b.clone()], 400, "HOT", 100).await;
+    let created = statuses.iter().filter(|s| **s == 201).count();
+    assert_eq!(created, 150, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 409),
+        "only 201 and 409: {statuses:?}"
+    );
+    assert_eq!(a.stock("HOT").await, 0);
+    let (units, max_user): (i64, i64) =
+        sqlx::query_as("SELECT SUM(qty)::BIGINT, MAX(s)::BIGINT FROM (SELECT user_id, SUM(qty) AS s, SUM(qty) AS qty FROM orders GROUP BY user_id) t")
+            .fetch_one(&pool)
+            .await
+            .expect("sums");
+    assert_eq!((units, max_user), (150, 2));
+    // Batching: fewer transactions and lock acquisitions than purchases.
+    let (ma, mb) = (a.metrics().await, b.metrics().await);
+    let transactions =
+        metric(&ma, "origin_batch_size_count") + metric(&mb, "origin_batch_size_count");
+    let locks = metric(&ma, "origin_lock_acquisitions_total")
+        + metric(&mb, "origin_lock_acquisitions_total");
+    assert!(
+        transactions > 0.0 && transactions < 150.0,
+        "transactions {transactions}"
+    );
+    assert!(locks < 150.0, "lock acquisitions {locks}");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) {
+    let a = Arc::new(spawn_app(pool.clone()).await);
+    let b = Arc::new(spawn_app(pool.clone()).await);
+    a.put_sku("GONE", 1, 1).await;
+    assert_eq!(a.buy("winner", "w", "GONE", 1).await.status(), 201);
+    // Both processes now answer from the mark (b learns it through Redis).
+    let before = (a.metrics().await, b.metrics().await);
+    for i in 0..20 {
+        let app = if i % 2 == 0 { &a } else { &b };
+        assert_problem(
+            app.buy(&format!("late{i}"), &format!("k{i}"), "GONE", 1)
+                .await,
+            409,
+            "sold_out",
+        )
+        .await;
+    }
+    let after = (a.metrics().await, b.metrics().await);
+    for (name, x, y) in [("a", &before.0, &after.0), ("b", &before.1, &after.1)] {
+        assert_eq!(
+            metric(x, "origin_lock_acquisitions_total"),
+            metric(y, "origin_lock_acquisitions_total"),
+            "{name} took a lock"
+        );
+        assert_eq!(
+            metric(x, "origin_db_transaction_seconds_count"),
+            metric(y, "origin_db_transaction_seconds_count"),
+            "{name} used the db"
+        );
+        assert_eq!(
+            metric(y, "origin_sold_out_fast_path_total")
+                - metric(x, "origin_sold_out_fast_path_total"),
+            10.0,
+            "{name}"
+        );
+    }
+    // Fast-path answers are not stored; the winner's retry still gets its order.
+    let replay = b.buy("winner", "w", "GONE", 1).await;
+    assert_eq!(replay.status(), 201);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 1);
+
+    // A restock reopens the sale: at once where it was made, within the mark's local TTL elsewhere.
+    a.put_sku("GONE", 5, 1).await;
+    assert_eq!(a.buy("late0", "k0", "GONE", 1).await.status(), 201);
+    tokio::time::sleep(origin::purchase::soldout::LOCAL_TTL + Duration::from_millis(100)).await;
+    assert_eq!(b.buy("late1", "k1", "GONE", 1).await.status(), 201);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_lease_too_short_to_commit_commits_nothing_and_answers_503(pool: PgPool) {
+    // Validity right after acquiring is at most ttl - drift (300 - 5 ms) < the 299 ms budget.
+    let app = spawn_app_with(
+        pool,
+        &[
+            ("LOCK_TTL_MS", "300"),
+            ("COMMIT_BUDGET_MS", "299"),
+            ("REQUEST_DEADLINE_MS", "800"),
+        ],
+    )
+    .await;
+    app.put_sku("SHORT", 10, 10).await;
+    let res = app.buy("u", "k", "SHORT", 1).await;
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_problem(res, 503, "unavailable").await;
+    assert_eq!(app.stock("SHORT").await, 10);
+    assert_eq!(app.order_count().await, 0);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_full_queue_and_a_passed_deadline_shed_with_503(pool: PgPool) {
+    let app = Arc::new(
+        spawn_app_with(
+            pool.clone(),
+            &[
+                ("QUEUE_CAPACITY", "4"),
+                ("BATCH_MAX", "2"),
+                ("REQUEST_DEADLINE_MS", "1000"),
+            ],
+        )
+        .await,
+    );
+    app.put_sku("JAM", 100, 100).await;
+    // Hold the SKU row so the combiner's transaction blocks: everything else has to queue.
+    let mut blocker = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM skus WHERE sku = 'JAM' FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .expect("row lock");
+    let futs: Vec<_> = (0..30)
+        .map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let res = app.buy(&format!("u{i}"), &format!("k{i}"), "JAM", 1).await;
+                let retry_after = res.headers().get("retry-after").is_some();
+                let body: serde_json::Value = res.json().await.expect("json");
+                (
+                    body["status"].as_u64().unwrap_or(201),
+                    body["code"].as_str().unwrap_or("").to_owned(),
+                    retry_after,
+                )
+            })
+        })
+        .collect();
+    // Shorter than the lease (2 s), longer than the request deadline (1 s).
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    blocker.rollback().await.expect("release row");
+    let results: Vec<_> = join_all(futs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    let created = results.iter().filter(|r| r.0 == 201).count();
+    let shed = results
+        .iter()
+        .filter(|r| r.0 == 503 && r.1 == "unavailable" && r.2)
+        .count();
+    assert_eq!(created + shed, 30, "{results:?}");
+    assert!(
+        shed >= 20,
+        "most requests were shed (queue 4, deadline passed): {results:?}"
+    );
+    assert!(
+        created >= 1,
+        "the blocked batch still commits once the row is free: {results:?}"
+    );
+    let metrics = app.metrics().await;
+    assert_eq!(metric(&metrics, "origin_shed_total") as usize, shed);
+    assert_eq!(app.stock("JAM").await, 100 - created as i64);
+    // Shed requests stored nothing: their keys work now.
+    let retry = results.iter().position(|r| r.0 == 503).expect("one shed");
+    assert_eq!(
+        app.buy(&format!("u{retry}"), &format!("k{retry}"), "JAM", 1)
+            .await
+            .status(),
+        201
+    );
+}
+
+#[test]
+fn error_codes_used_here_exist() {
+    assert_eq!(ErrorCode::Unavailable.status(), 503);
+}

@@ -1,0 +1,894 @@
+//! Redlock against real `redis-server` processes, under faults: mutual exclusion with 100
+//! contenders, release safety, killed / paused / restarted-empty nodes, extend, fencing tokens
+//! and metrics. No mocks. Bounds are generous (a loaded 2-core machine) but each one separates
+//! the correct behaviour from the broken one it guards against.
+
+#[path = "common/redis_nodes.rs"]
+mod redis_nodes;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use origin::redlock::{
+    ConfigError, Lease, NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics,
+};
+use prometheus_client::registry::Registry;
+use redis_nodes::RedisNodes;
+
+/// TTL used by most tests; also `max_ttl`, hence the restart guard's window (~2 s).
+const TTL: Duration = Duration::from_secs(2);
+
+fn config() -> RedlockConfig {
+    RedlockConfig {
+        max_ttl: TTL,
+        // 200 ms per node for a 2 s TTL: generous for loopback on a loaded machine.
+        node_timeout_ratio: 0.1,
+        node_timeout_max: Duration::from_secs(1),
+        retry_deadline: Duration::from_secs(30),
+        ..RedlockConfig::default()
+    }
+}
+
+fn node_timeout() -> Duration {
+    Duration::from_millis(200)
+}
+
+async fn connect(nodes: &RedisNodes, config: RedlockConfig) -> Redlock {
+    Redlock::connect(&nodes.urls(), config, RedlockMetrics::default())
+        .await
+        .expect("valid config")
+}
+
+/// Waits until every node answers and has left its first-contact recovery window.
+async fn wait_all_ready(lock: &Redlock) {
+    wait_states(lock, |states| states.iter().all(|s| *s == NodeState::Ready)).await;
+}
+
+async fn wait_states(lock: &Redlock, done: impl Fn(&[NodeState]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states = lock.node_states().await;
+        if done(&states) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes never reached the expected state: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Fails the test instead of hanging forever if `future` does not finish within `limit`.
+async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, future)
+        .await
+        .expect("test took too long (hung?)")
+}
+
+/// A direct connection to one node, to look at the keys the lock leaves behind.
+async fn node_connection(nodes: &RedisNodes, index: usize) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(nodes.url(index)).expect("url");
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to node")
+}
+
+async fn lock_key_exists(nodes: &RedisNodes, index: usize, key: &str) -> bool {
+    let mut connection = node_connection(nodes, index).await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(format!("redlock:lock:{key}"))
+        .query_async(&mut connection)
+        .await
+        .expect("EXISTS");
+    exists
+}
+
+async fn mutual_exclusion(node_count: usize) {
+    const CONTENDERS: usize = 100;
+    const CLIENTS: usize = 4;
+    let nodes = RedisNodes::start(node_count).await;
+    let mut registry = Registry::default();
+    let metrics = RedlockMetrics::register(&mut registry);
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        // Separate instances: separate connections, like separate origin processes.
+        clients.push(
+            Redlock::connect(&nodes.urls(), config(), metrics.clone())
+                .await
+                .expect("config"),
+        );
+    }
+    wait_all_ready(&clients[0]).await;
+
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let unguarded = Arc::new(AtomicU64::new(0));
+    let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for contender in 0..CONTENDERS {
+        let lock = clients[contender % CLIENTS].clone();
+        let (inside, overlaps, unguarded, fences) = (
+            inside.clone(),
+            overlaps.clone(),
+            unguarded.clone(),
+            fences.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let lease = lock
+                .acquire("sku:contended", TTL)
+                .await
+                .expect("acquire within the deadline");
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            // A read-modify-write with a yield in the middle: any overlap loses an increment.
+            let seen = unguarded.load(Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            unguarded.store(seen + 1, Ordering::SeqCst);
+            fences.lock().expect("fences").push(lease.fence());
+            assert!(
+                lease.remaining() > Duration::ZERO,
+                "critical section ran past the lease"
+            );
+            inside.fetch_sub(1, Ordering::SeqCst);
+            lock.release(lease).await.expect("release");
+        }));
+    }
+    within(Duration::from_secs(90), async {
+        for task in tasks {
+            task.await.expect("contender panicked");
+        }
+    })
+    .await;
+
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders were inside at once"
+    );
+    assert_eq!(
+        unguarded.load(Ordering::SeqCst),
+        CONTENDERS as u64,
+        "an increment was lost"
+    );
+    let fences = fences.lock().expect("fences").clone();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences not strictly increasing in lock order: {fences:?}"
+    );
+    let attempts = metric(&registry, "redlock_acquire_attempts_total");
+    assert!(
+        attempts > CONTENDERS as f64,
+        "no contention was exercised ({attempts} attempts)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_with_100_contenders_over_3_nodes() {
+    mutual_exclusion(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_with_100_contenders_over_5_nodes() {
+    mutual_exclusion(5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_holds_while_nodes_die_and_stall() {
+    // 5 nodes; while 60 contenders fight, one node is killed and another paused: a quorum (3)
+    // remains, so everyone gets in, one at a time.
+    let mut nodes = RedisNodes::start(5).await;
+    let lock_a = connect(&nodes, config()).await;
+    let lock_b = connect(&nodes, config()).await;
+    wait_all_ready(&lock_a).await;
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for contender in 0..60 {
+        let lock = if contender % 2 == 0 {
+            lock_a.clone()
+        } else {
+            lock_b.clone()
+        };
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = lock
+                .acquire("sku:faulty", TTL)
+                .await
+                .expect("acquire with 3 of 5 nodes up");
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            let _ = lock.release(lease).await;
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    nodes.kill(1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    nodes.pause(3);
+    within(Duration::from_secs(90), async {
+        for task in tasks {
+            task.await.expect("contender panicked");
+        }
+    })
+    .await;
+    nodes.resume(3);
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders were inside at once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_never_deletes_another_holders_lock() {
+    let nodes = RedisNodes::start(3).await;
+    let lock = connect(&nodes, config()).await;
+    let other = connect(&nodes, config()).await;
+    wait_all_ready(&lock).await;
+
+    let a = lock
+        .try_acquire("k", Duration::from_millis(300))
+        .await
+        .expect("A acquires");
+    // Let A's lock expire on the nodes themselves, not just A's validity.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(a.remaining(), Duration::ZERO);
+    let b = other
+        .try_acquire("k", TTL)
+        .await
+        .expect("B acquires once A expired");
+    assert!(
+        b.fence() > a.fence(),
+        "B's fence {} must exceed A's {}",
+        b.fence(),
+        a.fence()
+    );
+
+    let released = lock.release(a).await;
+    assert!(
+        matches!(released, Err(RedlockError::Lost)),
+        "A's late release reports the loss: {released:?}"
+    );
+    for index in 0..3 {
+        assert!(
+            lock_key_exists(&nodes, index, "k").await,
+            "A's release deleted B's lock on node {index}"
+        );
+    }
+    let third = lock.try_acquire("k", TTL).await;
+    assert!(
+        matches!(third, Err(RedlockError::Contended)),
+        "B still holds: {third:?}"
+    );
+
+    other.release(b).await.expect("B releases");
+    let c = lock
+        .try_acquire("k", TTL)
+        .await
+        .expect("free again after B's release");
+    lock.release(c).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
+    let mut nodes = RedisNodes::start(3).await;
+    let config = RedlockConfig {
+        retry_deadline: Duration::from_secs(1),
+        ..config()
+    };
+    let lock = connect(&nodes, config.clone()).await;
+    let holder = connect(&nodes, config.clone()).await;
+    wait_all_ready(&lock).await;
+    assert!(lock.quorum_reachable().await);
+    let held = holder
+        .try_acquire("held", TTL)
+        .await
+        .expect("holder acquires on all 3");
+
+    nodes.kill(0);
+    assert!(lock.quorum_reachable().await, "2 of 3 is a quorum");
+    for i in 0..20 {
+        let lease = lock
+            .acquire(&format!("sku:{i}"), TTL)
+            .await
+            .expect("acquire with 1 of 3 down");
+        lock.release(lease).await.expect("release with 1 of 3 down");
+    }
+
+    nodes.kill(1);
+    assert!(!lock.quorum_reachable().await, "1 of 3 is not a quorum");
+    let started = Instant::now();
+    let result = within(Duration::from_secs(20), lock.acquire("sku:free", TTL)).await;
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(
+            result,
+            Err(RedlockError::Unreachable {
+                available: 1,
+                nodes: 3,
+                quorum: 2
+            })
+        ),
+        "expected Unreachable, got {result:?}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(500),
+        "gave up after {elapsed:?} instead of retrying until the 1 s deadline"
+    );
+    // The last attempt starts before the deadline; it and its cleanup take at most ~3 node timeouts.
+    assert!(
+        elapsed < config.retry_deadline + 3 * node_timeout() + Duration::from_secs(1),
+        "overran the deadline: {elapsed:?}"
+    );
+
+    // Held by someone else *and* no quorum: still Unreachable, because waiting would not help.
+    let result = lock.try_acquire("held", TTL).await;
+    assert!(
+        matches!(result, Err(RedlockError::Unreachable { .. })),
+        "expected Unreachable, got {result:?}"
+    );
+
+    // Nodes come back empty: they reconnect, sit out their recovery window, then vote again.
+    nodes.restart(0).await;
+    nodes.restart(1).await;
+    let result = lock.try_acquire("sku:free", TTL).await;
+    assert!(
+        matches!(result, Err(RedlockError::Unreachable { .. })),
+        "restarted nodes must not vote yet: {result:?}"
+    );
+    wait_all_ready(&lock).await;
+    let lease = lock
+        .acquire("sku:free", TTL)
+        .await
+        .expect("acquire after recovery");
+    lock.release(lease).await.expect("release");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_node_does_not_stall_operations() {
+    let mut nodes = RedisNodes::start(3).await;
+    // 900 ms per node: an implementation that waited for the paused node would take that long.
+    let patient = RedlockConfig {
+        node_timeout_ratio: 0.45,
+        ..config()
+    };
+    let lock = connect(&nodes, patient).await;
+    wait_all_ready(&lock).await;
+    nodes.pause(2);
+    for i in 0..20 {
+        let started = Instant::now();
+        let mut lease = lock
+            .acquire(&format!("p:{i}"), TTL)
+            .await
+            .expect("acquire with a paused node");
+        lock.extend(&mut lease, TTL)
+            .await
+            .expect("extend with a paused node");
+        lock.release(lease)
+            .await
+            .expect("release with a paused node");
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed < Duration::from_millis(900),
+            "acquire+extend+release waited for the paused node: {elapsed:?}"
+        );
+    }
+
+    // When the paused node's vote is needed, the per-node timeout bounds the wait.
+    let fast = connect(&nodes, config()).await; // 200 ms per node
+    nodes.kill(1);
+    let started = Instant::now();
+    let result = within(
+        Duration::from_secs(20),
+        fast.try_acquire("needs-node-2", TTL),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(result, Err(RedlockError::Unreachable { .. })),
+        "{result:?}"
+    );
+    assert!(
+        elapsed >= node_timeout() * 9 / 10,
+        "decided before the paused node could answer: {elapsed:?}"
+    );
+    // The vote round and the cleanup release each wait at most one node timeout.
+    assert!(
+        elapsed < 2 * node_timeout() + Duration::from_secs(1),
+        "not bounded by the node timeout: {elapsed:?}"
+    );
+
+    nodes.resume(2);
+    nodes.restart(1).await;
+    wait_all_ready(&lock).await;
+    let lease = lock
+        .acquire("needs-node-2", TTL)
+        .await
+        .expect("acquire after resume");
+    lock.release(lease).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempt_releases_its_partial_acquisitions_everywhere() {
+    let nodes = RedisNodes::start(3).await;
+    let lock = connect(&nodes, config()).await;
+    wait_all_ready(&lock).await;
+    nodes.pause(1);
+    nodes.pause(2);
+    let result = within(Duration::from_secs(20), lock.try_acquire("partial", TTL)).await;
+    assert!(
+        matches!(result, Err(RedlockError::Unreachable { .. })),
+        "{result:?}"
+    );
+    assert!(
+        !lock_key_exists(&nodes, 0, "partial").await,
+        "the granted node was not released"
+    );
+    // The paused nodes run the queued SET when resumed, then the queued release right after it.
+    nodes.resume(1);
+    nodes.resume(2);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for index in 0..3 {
+        assert!(
+            !lock_key_exists(&nodes, index, "partial").await,
+            "partial acquisition left on node {index}"
+        );
+    }
+
+    // Validity too short: the TTL (1 ms) is below the drift allowance. No panic, no leftovers.
+    let result = lock.try_acquire("short", Duration::from_millis(1)).await;
+    assert!(
+        matches!(result, Err(RedlockError::ValidityTooShort)),
+        "{result:?}"
+    );
+    let lease = lock
+        .try_acquire("short", TTL)
+        .await
+        .expect("nothing left behind by the short attempt");
+    lock.release(lease).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_restarted_empty_does_not_admit_a_second_holder() {
+    let mut nodes = RedisNodes::start(3).await;
+    let lock_a = connect(&nodes, config()).await;
+    let lock_b = connect(&nodes, config()).await;
+    wait_all_ready(&lock_a).await;
+
+    // A holds the lock on nodes 0 and 1 only.
+    nodes.kill(2);
+    let a = lock_a
+        .try_acquire("k", TTL)
+        .await
+        .expect("A acquires on nodes 0 and 1");
+    // Node 2 returns empty, and node 1 (one of A's) loses its data: nodes 1 and 2 alone are a
+    // quorum that knows nothing of A. Without the restart guard B would get in right away.
+    nodes.restart(2).await;
+    nodes.restart(1).await;
+
+    let mut refusals = 0;
+    while a.remaining() > Duration::ZERO {
+        match lock_b.try_acquire("k", TTL).await {
+            Ok(b) => {
+                let a_left = a.remaining();
+                assert_eq!(
+                    a_left,
+                    Duration::ZERO,
+                    "B got in while A's lease had {a_left:?} left (B fence {})",
+                    b.fence()
+                );
+                lock_b.release(b).await.expect("release");
+                break;
+            }
+            Err(RedlockError::Unreachable { .. }) => refusals += 1,
+            Err(other) => panic!("unexpected error while A holds: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        refusals > 0,
+        "B was never refused: the scenario did not happen"
+    );
+    let states = lock_b.node_states().await;
+    assert!(
+        states
+            .iter()
+            .any(|s| matches!(s, NodeState::Recovering { .. }))
+            || a.remaining().is_zero(),
+        "{states:?}"
+    );
+
+    let b = within(Duration::from_secs(30), lock_b.acquire("k", TTL))
+        .await
+        .expect("B acquires after recovery");
+    assert_eq!(
+        a.remaining(),
+        Duration::ZERO,
+        "A must have expired before B got in"
+    );
+    assert!(
+        b.fence() > a.fence(),
+        "B's fence {} must exceed A's {}",
+        b.fence(),
+        a.fence()
+    );
+    lock_b.release(b).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_increases_even_when_the_quorum_intersection_lost_its_counter() {
+    // Holders on {0,1}; then 1 and 2 restart empty and 0 dies: the next quorum {1,2} shares with
+    // the old one only node 1, whose counter is gone. The fence must still increase.
+    let mut nodes = RedisNodes::start(3).await;
+    let lock = connect(&nodes, config()).await;
+    wait_all_ready(&lock).await;
+    nodes.kill(2);
+    let mut last = 0;
+    for _ in 0..20 {
+        let lease = lock.acquire("k", TTL).await.expect("acquire on {0,1}");
+        assert!(lease.fence() > last);
+        last = lease.fence();
+        lock.release(lease).await.expect("release");
+    }
+    nodes.restart(2).await;
+    nodes.kill(1);
+    nodes.restart(1).await;
+    nodes.kill(0);
+    wait_states(&lock, |s| {
+        s[1] == NodeState::Ready && s[2] == NodeState::Ready
+    })
+    .await;
+    let lease = lock.acquire("k", TTL).await.expect("acquire on {1,2}");
+    assert!(
+        lease.fence() > last,
+        "fence went backwards after restarts: {} <= {last}",
+        lease.fence()
+    );
+    lock.release(lease).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_strictly_increase_over_1000_acquisitions_as_node_subsets_change() {
+    let mut nodes = RedisNodes::start(3).await;
+    let clients = [
+        connect(&nodes, config()).await,
+        connect(&nodes, config()).await,
+        connect(&nodes, config()).await,
+    ];
+    wait_all_ready(&clients[0]).await;
+    let mut last = 0_u64;
+    let mut count = 0;
+    for round in 0..10 {
+        // Change which nodes answer: pause one, then kill and restart one (empty), …
+        match round {
+            1 => nodes.pause(0),
+            2 => {
+                nodes.resume(0);
+                nodes.pause(1);
+            }
+            3 => {
+                nodes.resume(1);
+                nodes.pause(2);
+            }
+            4 => {
+                nodes.resume(2);
+                nodes.kill(0);
+            }
+            5 => nodes.restart(0).await, // recovering: nodes 1 and 2 vote
+            6 => {
+                wait_all_ready(&clients[0]).await;
+                nodes.kill(1);
+            }
+            7 => {
+                nodes.restart(1).await;
+                wait_all_ready(&clients[0]).await;
+                nodes.pause(2);
+            }
+            8 => {
+                nodes.resume(2);
+                nodes.kill(2);
+                nodes.restart(2).await;
+            }
+            9 => wait_all_ready(&clients[0]).await,
+            _ => {}
+        }
+        for i in 0..100 {
+            let lock = &clients[(round + i) % clients.len()];
+            let lease = within(Duration::from_secs(30), lock.acquire("k", TTL))
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, acquisition {i}: {e}"));
+            assert!(
+                lease.fence() > last,
+                "round {round}, acquisition {i}: fence {} after {last}",
+                lease.fence()
+            );
+            last = lease.fence();
+            count += 1;
+            let _ = lock.release(lease).await;
+        }
+    }
+    assert_eq!(count, 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_works_while_held_and_fails_once_lost() {
+    let mut nodes = RedisNodes::start(3).await;
+    let mut registry = Registry::default();
+    let metrics = RedlockMetrics::register(&mut registry);
+    let lock = Redlock::connect(&nodes.urls(), config(), metrics)
+        .await
+        .expect("config");
+    let other = connect(&nodes, config()).await;
+    wait_all_ready(&lock).await;
+
+    // Held: extending keeps others out past the original TTL.
+    let mut lease = lock
+        .try_acquire("e", Duration::from_millis(800))
+        .await
+        .expect("acquire");
+    let fence = lease.fence();
+    lock.extend(&mut lease, TTL)
+        .await
+        .expect("extend while held");
+    assert!(
+        lease.remaining() > Duration::from_millis(1200),
+        "extended validity: {:?}",
+        lease.remaining()
+    );
+    assert_eq!(lease.fence(), fence, "extending keeps the fence");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let result = other.try_acquire("e", TTL).await;
+    assert!(
+        matches!(result, Err(RedlockError::Contended)),
+        "extension did not reach the nodes: {result:?}"
+    );
+    lock.release(lease).await.expect("release");
+
+    // Lost by expiry.
+    let mut lease = lock
+        .try_acquire("x", Duration::from_millis(200))
+        .await
+        .expect("acquire");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let result = lock.extend(&mut lease, TTL).await;
+    assert!(matches!(result, Err(RedlockError::Lost)), "{result:?}");
+
+    // Lost while still valid locally: 2 of 3 nodes restarted empty no longer hold the token.
+    let mut lease = lock.try_acquire("y", TTL).await.expect("acquire");
+    nodes.restart(1).await;
+    nodes.restart(2).await;
+    // Let the connections notice the restarts (they answer, but are recovering).
+    wait_states(&lock, |s| {
+        s.iter().all(|state| *state != NodeState::Unreachable)
+    })
+    .await;
+    let result = lock.extend(&mut lease, TTL).await;
+    assert!(matches!(result, Err(RedlockError::Lost)), "{result:?}");
+    assert_eq!(
+        lease.remaining(),
+        Duration::ZERO,
+        "a lost lease has no validity left"
+    );
+    assert_eq!(metric(&registry, "redlock_extend_failures_total"), 2.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connects_with_every_node_down_and_recovers() {
+    let mut nodes = RedisNodes::start(3).await;
+    for index in 0..3 {
+        nodes.kill(index);
+    }
+    let lock = connect(&nodes, config()).await;
+    assert!(!lock.quorum_reachable().await);
+    let result = lock.try_acquire("k", TTL).await;
+    assert!(
+        matches!(result, Err(RedlockError::Unreachable { available: 0, .. })),
+        "{result:?}"
+    );
+    for index in 0..3 {
+        nodes.restart(index).await;
+    }
+    wait_all_ready(&lock).await;
+    assert!(lock.quorum_reachable().await);
+    let lease = lock
+        .acquire("k", TTL)
+        .await
+        .expect("acquire once nodes are up");
+    lock.release(lease).await.expect("release");
+}
+
+#[tokio::test]
+async fn rejects_invalid_configuration_and_arguments_without_leaking_urls() {
+    let none = Redlock::connect(&[], RedlockConfig::default(), RedlockMetrics::default()).await;
+    assert!(
+        matches!(none, Err(RedlockError::InvalidConfig(ConfigError::NoNodes))),
+        "{none:?}"
+    );
+
+    let bad = Redlock::connect(
+        &["http://:hunter2@example".to_owned()],
+        RedlockConfig::default(),
+        RedlockMetrics::default(),
+    )
+    .await;
+    let Err(error) = bad else {
+        panic!("http URL accepted")
+    };
+    assert!(
+        matches!(
+            error,
+            RedlockError::InvalidConfig(ConfigError::InvalidUrl { index: 0, .. })
+        ),
+        "{error:?}"
+    );
+    assert!(
+        !format!("{error} {error:?}").contains("hunter2"),
+        "password leaked: {error:?}"
+    );
+
+    let same = [
+        "redis://:hunter2@127.0.0.1:6390/".to_owned(),
+        "redis://:hunter2@127.0.0.1:6390/".to_owned(),
+    ];
+    let dup = Redlock::connect(&same, RedlockConfig::default(), RedlockMetrics::default()).await;
+    assert!(
+        matches!(
+            dup,
+            Err(RedlockError::InvalidConfig(ConfigError::DuplicateNode {
+                index: 1,
+                first: 0
+            }))
+        ),
+        "{dup:?}"
+    );
+
+    let bad_config = RedlockConfig {
+        node_timeout_ratio: 2.0,
+        ..RedlockConfig::default()
+    };
+    let result = Redlock::connect(
+        &["redis://127.0.0.1:6390/".to_owned()],
+        bad_config,
+        RedlockMetrics::default(),
+    )
+    .await;
+    assert!(
+        matches!(
+            result,
+            Err(RedlockError::InvalidConfig(
+                ConfigError::InvalidSetting { .. }
+            ))
+        ),
+        "{result:?}"
+    );
+
+    let urls = ["redis://:hunter2@127.0.0.1:1/".to_owned()];
+    let lock = Redlock::connect(&urls, RedlockConfig::default(), RedlockMetrics::default())
+        .await
+        .expect("lazy connect");
+    assert!(
+        !format!("{lock:?}").contains("hunter2"),
+        "password leaked: {lock:?}"
+    );
+    let too_long = lock.try_acquire("k", Duration::from_secs(3600)).await;
+    assert!(
+        matches!(
+            too_long,
+            Err(RedlockError::InvalidConfig(
+                ConfigError::TtlOutOfRange { .. }
+            ))
+        ),
+        "{too_long:?}"
+    );
+    let empty = lock.try_acquire("", TTL).await;
+    assert!(
+        matches!(
+            empty,
+            Err(RedlockError::InvalidConfig(ConfigError::EmptyKey))
+        ),
+        "{empty:?}"
+    );
+    assert_eq!(lock.quorum(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_exported_under_the_documented_names() {
+    let mut nodes = RedisNodes::start(3).await;
+    let mut registry = Registry::default();
+    let metrics = RedlockMetrics::register(&mut registry);
+    let lock = Redlock::connect(&nodes.urls(), config(), metrics.clone())
+        .await
+        .expect("config");
+    wait_all_ready(&lock).await;
+
+    let lease = lock.try_acquire("m", TTL).await.expect("acquired");
+    let contended = lock.try_acquire("m", TTL).await;
+    assert!(
+        matches!(contended, Err(RedlockError::Contended)),
+        "{contended:?}"
+    );
+    lock.release(lease).await.expect("release");
+    let picky = RedlockConfig {
+        min_validity: TTL,
+        ..config()
+    };
+    let picky = Redlock::connect(&nodes.urls(), picky, metrics.clone())
+        .await
+        .expect("config");
+    let short = picky.try_acquire("m2", TTL).await;
+    assert!(
+        matches!(short, Err(RedlockError::ValidityTooShort)),
+        "{short:?}"
+    );
+
+    // A node URL with a password, on a port nothing listens on: node errors, no password.
+    let secret = ["redis://:s3cret-pw@127.0.0.1:1/".to_owned()];
+    let secret_lock = Redlock::connect(&secret, config(), metrics.clone())
+        .await
+        .expect("config");
+    let unreachable = secret_lock.try_acquire("m3", TTL).await;
+    assert!(
+        matches!(unreachable, Err(RedlockError::Unreachable { .. })),
+        "{unreachable:?}"
+    );
+    nodes.kill(2);
+    let lease = lock.try_acquire("m4", TTL).await.expect("2 of 3");
+    let mut lost = lease;
+    tokio::time::sleep(TTL).await;
+    assert!(lock.extend(&mut lost, TTL).await.is_err());
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    for line in [
+        r#"redlock_acquire_total{result="acquired"} 2"#,
+        r#"redlock_acquire_total{result="contended"} 1"#,
+        r#"redlock_acquire_total{result="validity_too_short"} 1"#,
+        r#"redlock_acquire_total{result="unreachable"} 1"#,
+        "# TYPE redlock_acquire_seconds histogram",
+        "redlock_acquire_seconds_count 5",
+        "redlock_extend_failures_total 1",
+        "# TYPE redlock_release_validity_remaining_seconds histogram",
+        "redlock_release_validity_remaining_seconds_count 1",
+        "# TYPE redlock_acquire_attempts counter",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing `{line}` in:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(r#"redlock_node_errors_total{node="0"}"#),
+        "{text}"
+    ); // the secret lock's node
+    assert!(
+        text.contains(r#"redlock_node_errors_total{node="2"}"#),
+        "{text}"
+    ); // the killed node
+    assert!(
+        !text.contains("s3cret"),
+        "password leaked into metrics:\n{text}"
+    );
+}
+
+/// Value of an unlabelled sample in the text exposition.
+fn metric(registry: &Registry, name: &str) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
+}
+
+/// Keeps `Lease` in the public API surface checked by this file.
+#[allow(dead_code)]
+fn _lease_api(lease: &Lease) -> (&str, u64, Duration) {
+    (lease.key(), lease.fence(), lease.remaining())
+}
