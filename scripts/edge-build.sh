@@ -34,7 +34,6 @@ export CARGO_PROFILE_RELEASE_OPT_LEVEL=s
 export CARGO_PROFILE_RELEASE_LTO=true
 export CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1
 export CARGO_PROFILE_RELEASE_DEBUG=false
-export CARGO_PROFILE_RELEASE_STRIP=debuginfo
 
 log "worker-build --release"
 (cd edge && "$ROOT/.tools/bin/worker-build" --release)

@@ -18,6 +18,17 @@ fn per_sec(n: u64, d: Option<Duration>) -> f64 {
 /// Renders one table cell of a result.
 type Column = Box<dyn Fn(&SaleResult) -> String>;
 
+/// Formats a figure computed from the origin metrics, `-` when they were not scraped.
+fn stat(
+    r: &SaleResult,
+    f: impl Fn(&std::collections::BTreeMap<&'static str, f64>) -> f64,
+    decimals: usize,
+) -> String {
+    r.origin
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |m| format!("{:.*}", decimals, f(m)))
+}
+
 /// Prints one column per result, and the speed-up of the first over the last when there are two.
 pub(crate) fn print(results: &[&SaleResult]) {
     let rows: Vec<(&str, Column)> = vec![
@@ -63,10 +74,65 @@ pub(crate) fn print(results: &[&SaleResult]) {
         ("max ms", Box::new(|r| ms(r.latency.max()))),
         (
             "lock acquisitions / sold unit",
-            Box::new(|r| match r.lock_acquisitions {
-                Some(l) if r.units_sold > 0 => format!("{:.3}", l as f64 / r.units_sold as f64),
-                _ => "-".into(),
+            Box::new(|r| {
+                stat(
+                    r,
+                    |m| m["origin_lock_acquisitions_total"] / r.units_sold.max(1) as f64,
+                    3,
+                )
             }),
+        ),
+        (
+            "origin transactions",
+            Box::new(|r| stat(r, |m| m["origin_batch_size_count"], 0)),
+        ),
+        (
+            "mean batch size",
+            Box::new(|r| {
+                stat(
+                    r,
+                    |m| m["origin_batch_size_sum"] / m["origin_batch_size_count"].max(1.0),
+                    1,
+                )
+            }),
+        ),
+        (
+            "mean transaction ms",
+            Box::new(|r| {
+                stat(
+                    r,
+                    |m| {
+                        1000.0 * m["origin_db_transaction_seconds_sum"]
+                            / m["origin_batch_size_count"].max(1.0)
+                    },
+                    2,
+                )
+            }),
+        ),
+        (
+            "mean lock wait ms",
+            Box::new(|r| {
+                stat(
+                    r,
+                    |m| {
+                        1000.0 * m["origin_lock_wait_seconds_sum"]
+                            / m["origin_lock_wait_seconds_count"].max(1.0)
+                    },
+                    1,
+                )
+            }),
+        ),
+        (
+            "origin requests",
+            Box::new(|r| stat(r, |m| m["origin_purchase_requests_total"], 0)),
+        ),
+        (
+            "sold-out fast-path answers",
+            Box::new(|r| stat(r, |m| m["origin_sold_out_fast_path_total"], 0)),
+        ),
+        (
+            "shed (503) by the origin",
+            Box::new(|r| stat(r, |m| m["origin_shed_total"], 0)),
         ),
         (
             "invariants",

@@ -67,7 +67,8 @@ pub(crate) struct SaleResult {
     pub(crate) units_sold: u64,
     pub(crate) sell_out_at: Option<Duration>,
     pub(crate) elapsed: Duration,
-    pub(crate) lock_acquisitions: Option<u64>,
+    /// Origin metrics accumulated during the sale (None through the edge).
+    pub(crate) origin: Option<BTreeMap<&'static str, f64>>,
     pub(crate) invariants: Invariants,
 }
 
@@ -107,21 +108,40 @@ pub(crate) fn mint_token(secret: &str, user: &str) -> String {
     )
 }
 
-async fn scrape_lock_acquisitions(client: &reqwest::Client, targets: &[String]) -> Option<u64> {
-    let mut total = 0;
+/// Origin metrics the report uses, summed over all targets.
+const SCRAPED: [&str; 9] = [
+    "origin_lock_acquisitions_total",
+    "origin_batch_size_sum",
+    "origin_batch_size_count",
+    "origin_db_transaction_seconds_sum",
+    "origin_lock_wait_seconds_sum",
+    "origin_lock_wait_seconds_count",
+    "origin_shed_total",
+    "origin_sold_out_fast_path_total",
+    "origin_purchase_requests_total",
+];
+
+/// Scrapes `/metrics` of every target; `None` when a target does not serve it (the edge).
+async fn scrape(
+    client: &reqwest::Client,
+    targets: &[String],
+) -> Option<BTreeMap<&'static str, f64>> {
+    let mut total = BTreeMap::new();
     for t in targets {
-        let text = client
-            .get(format!("{t}/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        let line = text
-            .lines()
-            .find(|l| l.starts_with("origin_lock_acquisitions_total "))?;
-        total += line.split_whitespace().nth(1)?.parse::<f64>().ok()? as u64;
+        let res = client.get(format!("{t}/metrics")).send().await.ok()?;
+        if !res.status().is_success() {
+            return None;
+        }
+        let text = res.text().await.ok()?;
+        for name in SCRAPED {
+            let value = text
+                .lines()
+                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            *total.entry(name).or_insert(0.0) += value;
+        }
     }
     Some(total)
 }
@@ -157,7 +177,7 @@ pub(crate) async fn run(
         res.status(),
         res.text().await.unwrap_or_default()
     );
-    let locks_before = scrape_lock_acquisitions(&client, targets).await;
+    let metrics_before = scrape(&client, targets).await;
 
     let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
     bar.set_style(
@@ -197,7 +217,7 @@ pub(crate) async fn run(
     }
     let elapsed = shared.start.elapsed();
     shared.bar.finish_and_clear();
-    let locks_after = scrape_lock_acquisitions(&shared.client, targets).await;
+    let metrics_after = scrape(&shared.client, targets).await;
 
     let samples = std::mem::take(&mut *shared.samples.lock().await);
     let mut latency = Histogram::<u64>::new(3)?;
@@ -222,9 +242,11 @@ pub(crate) async fn run(
         units_sold,
         sell_out_at: (last > 0).then(|| Duration::from_micros(last)),
         elapsed,
-        lock_acquisitions: locks_before
-            .zip(locks_after)
-            .map(|(b, a)| a.saturating_sub(b)),
+        origin: metrics_before.zip(metrics_after).map(|(b, a)| {
+            a.into_iter()
+                .map(|(k, v)| (k, v - b.get(k).copied().unwrap_or(0.0)))
+                .collect()
+        }),
         invariants,
     })
 }

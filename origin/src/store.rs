@@ -394,49 +394,45 @@ pub async fn decide_batch(
         .filter(|r| r.order_id.is_some())
         .collect();
     let units_sold: i64 = orders.iter().map(|r| i64::from(r.qty)).sum();
-    if let Some(row) = &locked {
-        if !orders.is_empty() {
-            sqlx::query(
-                "INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
-                 SELECT o, $2, $3, u, q, k, $4 FROM UNNEST($1::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)",
-            )
-            .bind(orders.iter().filter_map(|r| r.order_id).collect::<Vec<_>>())
-            .bind(sku.as_str())
-            .bind(row.generation)
-            .bind(fence.unwrap_or(0))
-            .bind(orders.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
-            .bind(orders.iter().map(|r| r.qty).collect::<Vec<_>>())
-            .bind(orders.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("UPDATE skus SET stock = stock - $2, fence = GREATEST(fence, $3), updated_at = now() WHERE sku = $1")
-            .bind(sku.as_str())
-            .bind(units_sold)
-            .bind(fence.unwrap_or(0))
-            .execute(&mut *tx)
-            .await?;
-    }
-    if !new_records.is_empty() {
-        let inserted = sqlx::query(
-            "INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
-             SELECT u, k, $1, q, s, b, o FROM UNNEST($2::text[], $3::text[], $4::int[], $5::smallint[], $6::text[], $7::uuid[])
-                 AS t(u, k, q, s, b, o)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(sku.as_str())
-        .bind(new_records.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
-        .bind(new_records.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
-        .bind(new_records.iter().map(|r| r.qty).collect::<Vec<_>>())
-        .bind(new_records.iter().map(|r| r.status).collect::<Vec<_>>())
-        .bind(new_records.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
-        .bind(new_records.iter().map(|r| r.order_id).collect::<Vec<_>>())
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() != new_records.len() as u64 {
-            // Another transaction stored one of these keys meanwhile (same key, other SKU).
-            return Err(StoreError::Conflict);
-        }
+    // Every write of the batch in one statement (one round trip): the orders, the stock
+    // decrement with the fencing token, and the stored answers. Foreign keys are checked at the
+    // end of the statement, when the orders exist.
+    let stored: i64 = sqlx::query_scalar(
+        "WITH new_orders AS (
+             INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
+             SELECT o, $1, $2, u, q, k, $3 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
+         ), sold AS (
+             UPDATE skus SET stock = stock - $8, fence = GREATEST(fence, $3), updated_at = now()
+             WHERE sku = $1 AND $9
+         ), stored AS (
+             INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
+             SELECT u, k, $1, q, s, b, o
+             FROM UNNEST($10::text[], $11::text[], $12::int[], $13::smallint[], $14::text[], $15::uuid[]) AS t(u, k, q, s, b, o)
+             ON CONFLICT DO NOTHING
+             RETURNING 1
+         )
+         SELECT COUNT(*) FROM stored",
+    )
+    .bind(sku.as_str())
+    .bind(locked.as_ref().map_or(0, |r| r.generation))
+    .bind(fence.unwrap_or(0))
+    .bind(orders.iter().filter_map(|r| r.order_id).collect::<Vec<_>>())
+    .bind(orders.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
+    .bind(orders.iter().map(|r| r.qty).collect::<Vec<_>>())
+    .bind(orders.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
+    .bind(units_sold)
+    .bind(locked.is_some())
+    .bind(new_records.iter().map(|r| r.user.as_str()).collect::<Vec<_>>())
+    .bind(new_records.iter().map(|r| r.key.as_str()).collect::<Vec<_>>())
+    .bind(new_records.iter().map(|r| r.qty).collect::<Vec<_>>())
+    .bind(new_records.iter().map(|r| r.status).collect::<Vec<_>>())
+    .bind(new_records.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
+    .bind(new_records.iter().map(|r| r.order_id).collect::<Vec<_>>())
+    .fetch_one(&mut *tx)
+    .await?;
+    if usize::try_from(stored).ok() != Some(new_records.len()) {
+        // Another transaction stored one of these keys meanwhile (same key, other SKU).
+        return Err(StoreError::Conflict);
     }
     if commit_by.is_some_and(|by| Instant::now() >= by) {
         tx.rollback().await?;

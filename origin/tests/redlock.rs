@@ -87,10 +87,13 @@ async fn lock_key_exists(nodes: &RedisNodes, index: usize, key: &str) -> bool {
     exists
 }
 
-async fn mutual_exclusion(node_count: usize) {
+/// 100 contenders over 4 clients fight for one key; inside the lock each does a read, a yield
+/// and a write of an unguarded counter. With `faults`, one node is killed and another paused
+/// while they fight (a quorum remains).
+async fn mutual_exclusion(node_count: usize, faults: bool) {
     const CONTENDERS: usize = 100;
     const CLIENTS: usize = 4;
-    let nodes = RedisNodes::start(node_count).await;
+    let mut nodes = RedisNodes::start(node_count).await;
     let mut registry = Registry::default();
     let metrics = RedlockMetrics::register(&mut registry);
     let mut clients = Vec::new();
@@ -138,12 +141,23 @@ async fn mutual_exclusion(node_count: usize) {
             lock.release(lease).await.expect("release");
         }));
     }
-    within(Duration::from_secs(90), async {
+    let contention = within(Duration::from_secs(90), async {
         for task in tasks {
             task.await.expect("contender panicked");
         }
-    })
-    .await;
+    });
+    let injector = async {
+        if faults {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            nodes.kill(1);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            nodes.pause(node_count - 1);
+        }
+    };
+    tokio::join!(contention, injector);
+    if faults {
+        nodes.resume(node_count - 1);
+    }
 
     assert_eq!(
         overlaps.load(Ordering::SeqCst),
@@ -169,61 +183,18 @@ async fn mutual_exclusion(node_count: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_with_100_contenders_over_3_nodes() {
-    mutual_exclusion(3).await;
+    mutual_exclusion(3, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_with_100_contenders_over_5_nodes() {
-    mutual_exclusion(5).await;
+    mutual_exclusion(5, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_holds_while_nodes_die_and_stall() {
-    // 5 nodes; while 60 contenders fight, one node is killed and another paused: a quorum (3)
-    // remains, so everyone gets in, one at a time.
-    let mut nodes = RedisNodes::start(5).await;
-    let lock_a = connect(&nodes, config()).await;
-    let lock_b = connect(&nodes, config()).await;
-    wait_all_ready(&lock_a).await;
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for contender in 0..60 {
-        let lock = if contender % 2 == 0 {
-            lock_a.clone()
-        } else {
-            lock_b.clone()
-        };
-        let (inside, overlaps) = (inside.clone(), overlaps.clone());
-        tasks.push(tokio::spawn(async move {
-            let lease = lock
-                .acquire("sku:faulty", TTL)
-                .await
-                .expect("acquire with 3 of 5 nodes up");
-            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                overlaps.fetch_add(1, Ordering::SeqCst);
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            inside.fetch_sub(1, Ordering::SeqCst);
-            let _ = lock.release(lease).await;
-        }));
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    nodes.kill(1);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    nodes.pause(3);
-    within(Duration::from_secs(90), async {
-        for task in tasks {
-            task.await.expect("contender panicked");
-        }
-    })
-    .await;
-    nodes.resume(3);
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "two holders were inside at once"
-    );
+    // 5 nodes, one killed and one paused mid-fight: 3 remain, a quorum.
+    mutual_exclusion(5, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,13 +367,10 @@ async fn paused_node_does_not_stall_operations() {
         matches!(result, Err(RedlockError::Unreachable { .. })),
         "{result:?}"
     );
+    // The vote waits at most one node timeout for the paused node (less once its circuit
+    // breaker is open); the cleanup does not wait for it at all.
     assert!(
-        elapsed >= node_timeout() * 9 / 10,
-        "decided before the paused node could answer: {elapsed:?}"
-    );
-    // The vote round and the cleanup release each wait at most one node timeout.
-    assert!(
-        elapsed < 2 * node_timeout() + Duration::from_secs(1),
+        elapsed < node_timeout() + Duration::from_millis(800),
         "not bounded by the node timeout: {elapsed:?}"
     );
 
@@ -473,6 +441,17 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
     // quorum that knows nothing of A. Without the restart guard B would get in right away.
     nodes.restart(2).await;
     nodes.restart(1).await;
+    let states = lock_b.node_states().await;
+    assert!(
+        a.remaining() > Duration::ZERO,
+        "the restarts took longer than A's lease; the scenario did not happen"
+    );
+    assert!(
+        states[1..]
+            .iter()
+            .all(|s| matches!(s, NodeState::Recovering { .. } | NodeState::Unreachable)),
+        "restarted nodes must not be ready to vote: {states:?}"
+    );
 
     let mut refusals = 0;
     while a.remaining() > Duration::ZERO {
@@ -488,7 +467,9 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
                 lock_b.release(b).await.expect("release");
                 break;
             }
-            Err(RedlockError::Unreachable { .. }) => refusals += 1,
+            // Unreachable is the expected answer (nodes 1 and 2 recovering); any refusal is
+            // safe, only getting in while A is valid is not.
+            Err(RedlockError::Unreachable { .. } | RedlockError::Contended) => refusals += 1,
             Err(other) => panic!("unexpected error while A holds: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -497,15 +478,6 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
         refusals > 0,
         "B was never refused: the scenario did not happen"
     );
-    let states = lock_b.node_states().await;
-    assert!(
-        states
-            .iter()
-            .any(|s| matches!(s, NodeState::Recovering { .. }))
-            || a.remaining().is_zero(),
-        "{states:?}"
-    );
-
     let b = within(Duration::from_secs(30), lock_b.acquire("k", TTL))
         .await
         .expect("B acquires after recovery");

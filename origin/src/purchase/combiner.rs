@@ -27,8 +27,13 @@ use crate::store::{self, Attempt, Decision, StoreError};
 
 /// A combiner with no work for this long exits (and is re-created on demand).
 const IDLE_EXIT: Duration = Duration::from_secs(10);
-/// After giving up the lock for fairness, wait this long before contending again.
-const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
+/// After giving up the lock for fairness, wait this long before contending again: longer than
+/// a waiting process's polling interval ([`POLL_MAX`]), so the waiter gets its turn.
+const FAIRNESS_PAUSE: Duration = Duration::from_millis(10);
+/// A contended combiner polls the lock every 1..=POLL_MAX ms. Contenders per SKU are bounded by
+/// the number of origin processes, so polling this often costs little and hands the lock over
+/// quickly (Redlock's own exponential back-off would let the yielding holder win again).
+const POLL_MAX: u64 = 4;
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
 const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch that lost a race on an idempotency key (nothing was committed).
@@ -92,8 +97,11 @@ impl Context {
         let started = Instant::now();
         let key = self.lock_key(sku);
         let result = loop {
-            match self.lock.acquire(&key, self.settings.lock_ttl).await {
-                Err(RedlockError::Contended) if Instant::now() < deadline => continue,
+            match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
+                Err(RedlockError::Contended) if Instant::now() < deadline => {
+                    let pause = rand::random_range(1..=POLL_MAX);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
                 other => break other,
             }
         };

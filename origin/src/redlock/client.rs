@@ -323,6 +323,10 @@ impl Redlock {
                 .nodes
                 .iter()
                 .map(|node| async move {
+                    if node.is_suspect() {
+                        node.probe_if_due(inner.config.node_timeout_max);
+                        return (node.index, Vote::Skipped);
+                    }
                     let vote = match node.run::<(i64, i64)>(invocation, timeout).await {
                         Ok(reply) => vote_from(node.index, reply),
                         Err(_) => Vote::Failed,
@@ -340,8 +344,7 @@ impl Redlock {
             }
         }
         if let Err(refusal) = tally.final_outcome() {
-            self.release_where(keys, &token, timeout, |index| tally.may_hold(index))
-                .await;
+            self.clean_up(keys, &token, timeout, &tally).await;
             return Err(match refusal {
                 Refusal::Contended => RedlockError::Contended,
                 Refusal::Unreachable { available } => self.unreachable(available),
@@ -358,9 +361,13 @@ impl Redlock {
                 .key(&keys.fence)
                 .arg(&token)
                 .arg(fence);
-            let targets = self
-                .all_nodes()
-                .filter(|index| !tally.granted_with(*index, fence));
+            let targets = self.all_nodes().filter(|index| {
+                !tally.granted_with(*index, fence)
+                    && inner
+                        .nodes
+                        .get(*index)
+                        .is_some_and(|node| !node.is_suspect())
+            });
             let confirmations = self
                 .confirm(
                     targets,
@@ -372,7 +379,7 @@ impl Redlock {
                 )
                 .await;
             if confirmations.outcome() != Some(true) {
-                self.release_where(keys, &token, timeout, |_| true).await;
+                self.clean_up(keys, &token, timeout, &tally).await;
                 return Err(if self.validity_left(start, ttl).is_none() {
                     RedlockError::ValidityTooShort
                 } else {
@@ -390,7 +397,7 @@ impl Redlock {
                 expires_at,
             )),
             None => {
-                self.release_where(keys, &token, timeout, |_| true).await;
+                self.clean_up(keys, &token, timeout, &tally).await;
                 Err(RedlockError::ValidityTooShort)
             }
         }
@@ -424,7 +431,7 @@ impl Redlock {
         if confirmations.outcome() == Some(true) {
             if now >= old_expiry {
                 // A quorum confirmed, but only after the lease had run out: too late to count.
-                lease.set_expires_at(now);
+                lease.mark_lost(now);
                 return Err(RedlockError::Lost);
             }
             return match self.validity_left(start, ttl) {
@@ -439,40 +446,36 @@ impl Redlock {
         if refused > inner.nodes.len() - inner.quorum || now >= old_expiry {
             // A quorum no longer has our token: the lease is gone. Drop what is left of it so
             // that others need not wait for the TTL.
-            lease.set_expires_at(now);
-            self.release_where(&keys, lease.token(), timeout, |_| true)
-                .await;
+            lease.mark_lost(now);
+            self.release_in_background(&keys, lease.token(), timeout, self.all_nodes());
             return Err(RedlockError::Lost);
         }
         Err(self.unreachable(confirmations.answered()))
     }
 
-    /// End of validity for an operation that started at `start` with `ttl`: validity is
-    /// `ttl − elapsed − drift`, computed without underflow; `None` unless it is above
-    /// `min_validity`.
+    /// End of validity of an operation that started at `start`, as of now.
     fn validity_left(&self, start: Instant, ttl: Ttl) -> Option<Instant> {
-        let config = &self.inner.config;
-        let horizon = ttl.duration.checked_sub(config.drift(ttl.duration))?;
-        let expires_at = start.checked_add(horizon)?;
-        let validity = expires_at.checked_duration_since(Instant::now())?;
-        (validity > config.min_validity).then_some(expires_at)
+        self.inner.config.validity_end(start, ttl, Instant::now())
     }
 
-    /// Compare-and-delete of `token` on the nodes `select` picks, waiting for all of them (each
-    /// bounded by `timeout`) before the caller retries.
-    async fn release_where(
-        &self,
-        keys: &Keys,
-        token: &str,
-        timeout: Duration,
-        select: impl Fn(usize) -> bool,
-    ) {
+    /// Releases a failed attempt's partial acquisition before the caller retries: nodes that
+    /// granted are waited for (they answer fast, they just did); nodes that may hold it but
+    /// failed or did not answer in time get the release in the background, so a paused node does
+    /// not delay the retry by another timeout.
+    async fn clean_up(&self, keys: &Keys, token: &str, timeout: Duration, tally: &AcquireTally) {
+        let uncertain = self
+            .all_nodes()
+            .filter(|index| tally.may_hold(*index) && !tally.granted_by(*index));
+        self.release_in_background(keys, token, timeout, uncertain);
+        let granted: Vec<usize> = self
+            .all_nodes()
+            .filter(|index| tally.granted_by(*index))
+            .collect();
+        let every = granted.len();
         let mut invocation = scripts::RELEASE.prepare_invoke();
         invocation.key(&keys.lock).arg(token);
-        let targets: Vec<usize> = self.all_nodes().filter(|index| select(*index)).collect();
-        let every = targets.len();
         self.confirm(
-            targets,
+            granted,
             every,
             invocation,
             timeout,
@@ -480,6 +483,31 @@ impl Redlock {
             Stragglers::Await,
         )
         .await;
+    }
+
+    /// Sends compare-and-delete of `token` to `targets` without waiting for answers.
+    fn release_in_background(
+        &self,
+        keys: &Keys,
+        token: &str,
+        timeout: Duration,
+        targets: impl Iterator<Item = usize>,
+    ) {
+        let invocation = Arc::new({
+            let mut invocation = scripts::RELEASE.prepare_invoke();
+            invocation.key(&keys.lock).arg(token);
+            invocation
+        });
+        let calls: FuturesUnordered<_> = targets
+            .filter_map(|index| self.inner.nodes.get(index).cloned())
+            .map(|node| {
+                let invocation = Arc::clone(&invocation);
+                async move { node.run::<i64>(&invocation, timeout).await }
+            })
+            .collect();
+        if !calls.is_empty() {
+            tokio::spawn(drain(calls));
+        }
     }
 
     /// Runs `invocation` on `targets` in parallel until `needed` answers are judged
@@ -513,7 +541,7 @@ impl Redlock {
             Stragglers::Drop => {}
             Stragglers::Finish if calls.is_empty() => {}
             Stragglers::Finish => {
-                tokio::spawn(async move { while calls.next().await.is_some() {} });
+                tokio::spawn(drain(calls));
             }
             Stragglers::Await => while calls.next().await.is_some() {},
         }
@@ -558,6 +586,12 @@ impl Redlock {
             .arg(self.inner.config.recovery_millis());
         invocation
     }
+}
+
+/// Runs node calls to completion, ignoring results (each is bounded by its timeout, and errors
+/// are counted by the node).
+async fn drain<F: Future>(mut calls: FuturesUnordered<F>) {
+    while calls.next().await.is_some() {}
 }
 
 /// Maps an acquire script reply to a vote (an unexpected reply counts as a failed node).

@@ -2,7 +2,7 @@
 //! drift allowance and the restart guard's recovery delay. Everything here is checked once, in
 //! [`RedlockConfig::validate`], so the hot path can do its arithmetic without panicking.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::error::ConfigError;
 
@@ -35,8 +35,9 @@ pub struct RedlockConfig {
     pub node_timeout_ratio: f64,
     /// Lower clamp of the per-node timeout.
     pub node_timeout_min: Duration,
-    /// Upper clamp of the per-node timeout; also the timeout of [`Redlock::quorum_reachable`]
-    /// (super::Redlock::quorum_reachable).
+    /// Upper clamp of the per-node timeout; also the timeout of the health probes
+    /// ([`Redlock::quorum_reachable`](super::Redlock::quorum_reachable),
+    /// [`Redlock::node_states`](super::Redlock::node_states)).
     pub node_timeout_max: Duration,
     /// Clock drift allowance as a fraction of the TTL (the Redlock spec's `0.01`). Must be in
     /// `[0, 0.5)`.
@@ -155,6 +156,18 @@ impl RedlockConfig {
     /// Clock drift allowance for a lock of `ttl`: `ttl × drift_factor + drift_constant`.
     pub(crate) fn drift(&self, ttl: Duration) -> Duration {
         scale(ttl, self.drift_factor).saturating_add(self.drift_constant)
+    }
+
+    /// End of validity of a lock operation that started (first byte sent) at `start`, judged
+    /// at `now`: validity is `ttl − (now − start) − drift`, so the lease ends at
+    /// `start + ttl − drift`. `None` unless the validity left is above `min_validity`. Checked
+    /// arithmetic throughout: a drift above the TTL, or an operation that outlived it, is
+    /// `None`, never an underflow.
+    pub(crate) fn validity_end(&self, start: Instant, ttl: Ttl, now: Instant) -> Option<Instant> {
+        let horizon = ttl.duration.checked_sub(self.drift(ttl.duration))?;
+        let expires_at = start.checked_add(horizon)?;
+        let validity = expires_at.checked_duration_since(now)?;
+        (validity > self.min_validity).then_some(expires_at)
     }
 
     /// How long a node that came back empty refuses to vote: `max_ttl` plus its drift.
@@ -287,6 +300,40 @@ mod tests {
             ..config
         };
         assert_eq!(odd.recovery_millis(), 1518, "rounded up, never down");
+    }
+
+    #[test]
+    fn validity_is_ttl_minus_elapsed_minus_drift_without_underflow() {
+        let config = RedlockConfig::default();
+        let ttl = config.check_ttl(Duration::from_secs(2)).expect("in range");
+        let start = Instant::now();
+        let drift = Duration::from_millis(22); // 2 s × 0.01 + 2 ms
+        let end = config.validity_end(start, ttl, start + Duration::from_millis(5));
+        assert_eq!(end, Some(start + ttl.duration - drift));
+        // The operation took (almost) the whole TTL: no validity, and no panic.
+        let late = start + ttl.duration - drift;
+        assert_eq!(config.validity_end(start, ttl, late), None);
+        assert_eq!(
+            config.validity_end(start, ttl, start + Duration::from_secs(60)),
+            None
+        );
+        // TTL below the drift allowance.
+        let tiny = config
+            .check_ttl(Duration::from_millis(1))
+            .expect("in range");
+        assert_eq!(config.validity_end(start, tiny, start), None);
+        // min_validity is a strict lower bound.
+        let picky = RedlockConfig {
+            min_validity: Duration::from_secs(1),
+            ..config
+        };
+        let now = start + Duration::from_millis(978); // exactly 1 s left
+        assert_eq!(picky.validity_end(start, ttl, now), None);
+        assert!(
+            picky
+                .validity_end(start, ttl, now - Duration::from_millis(1))
+                .is_some()
+        );
     }
 
     #[test]

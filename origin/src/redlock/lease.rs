@@ -71,11 +71,12 @@ impl Lease {
         self.ttl
     }
 
-    /// Marks the lease lost (validity zero from `now`).
-    pub(crate) fn set_expires_at(&mut self, expires_at: Instant) {
-        self.expires_at = expires_at;
+    /// Marks the lease lost: no validity left from `now` on.
+    pub(crate) fn mark_lost(&mut self, now: Instant) {
+        self.expires_at = self.expires_at.min(now);
     }
 
+    /// Records a successful extend.
     pub(crate) fn extended(&mut self, ttl: Duration, expires_at: Instant) {
         self.ttl = ttl;
         self.expires_at = expires_at;

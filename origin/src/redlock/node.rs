@@ -1,10 +1,12 @@
 //! One Redis node: parsing its URL, its long-lived multiplexed connection (redis-rs
-//! `ConnectionManager`, which reconnects in the background), and running a script on it under a
-//! per-node timeout, counting failures in `redlock_node_errors_total{node}`.
+//! `ConnectionManager`, which reconnects in the background), running a script on it under a
+//! per-node timeout (failures counted in `redlock_node_errors_total{node}`), and a circuit
+//! breaker that lets acquires skip a node that just timed out or dropped its connection until a
+//! background probe sees it answer again.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
@@ -24,6 +26,27 @@ pub(crate) struct Node {
     /// Cheap to clone; every clone multiplexes over the same TCP connection. Created lazily, so
     /// a node that is down at startup does not stop the lock from being built.
     connection: ConnectionManager,
+    /// A std mutex: held only for a few field updates, never across an `.await`.
+    breaker: Mutex<Breaker>,
+}
+
+/// Minimum time between two background probes of a suspect node.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Circuit breaker state of one node.
+///
+/// Why: a paused or black-holed node makes every acquire wait a full per-node timeout before
+/// it can be decided, and under contention every contender then sits on its partial grants for
+/// that long, which turns into split votes over and over. Skipping a suspect node is always
+/// safe (a vote not asked for is a "no"); it only costs availability if the node was fine.
+#[derive(Debug, Default)]
+struct Breaker {
+    /// Last call timed out or hit a connection error, and no call has succeeded since.
+    suspect: bool,
+    /// A background probe is running.
+    probing: bool,
+    /// When the last probe started.
+    last_probe: Option<Instant>,
 }
 
 /// Why a call to one node produced no answer. The node then simply does not vote.
@@ -33,6 +56,21 @@ pub(crate) enum NodeError {
     Timeout,
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+}
+
+impl NodeError {
+    /// Whether this says the node is unavailable (as opposed to e.g. a script error).
+    fn is_unavailability(&self) -> bool {
+        match self {
+            Self::Timeout => true,
+            Self::Redis(error) => {
+                error.is_io_error()
+                    || error.is_timeout()
+                    || error.is_connection_dropped()
+                    || error.is_connection_refusal()
+            }
+        }
+    }
 }
 
 impl Node {
@@ -72,6 +110,7 @@ impl Node {
                 label: index.to_string(),
                 metrics: metrics.clone(),
                 connection,
+                breaker: Mutex::new(Breaker::default()),
             }));
         }
         Ok(nodes)
@@ -100,13 +139,66 @@ impl Node {
         let mut connection = self.connection.clone();
         let call = invocation.invoke_async(&mut connection);
         let error = match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(value)) => return Ok(value),
+            Ok(Ok(value)) => {
+                self.note(true);
+                return Ok(value);
+            }
             Ok(Err(error)) => NodeError::Redis(error),
             Err(_elapsed) => NodeError::Timeout,
         };
+        if error.is_unavailability() {
+            self.note(false);
+        }
         self.metrics.node_error(&self.label);
         tracing::debug!(node = self.index, %error, "redlock node call failed");
         Err(error)
+    }
+
+    /// Whether the node recently timed out or lost its connection (acquires skip it).
+    pub(crate) fn is_suspect(&self) -> bool {
+        self.breaker().suspect
+    }
+
+    /// Starts a background `PING` of a suspect node, unless one ran within `PROBE_INTERVAL`; a
+    /// successful call (this probe or any other) clears the suspicion.
+    pub(crate) fn probe_if_due(self: &Arc<Self>, timeout: Duration) {
+        let now = Instant::now();
+        {
+            let mut breaker = self.breaker();
+            let recent = breaker
+                .last_probe
+                .is_some_and(|at| now.saturating_duration_since(at) < PROBE_INTERVAL);
+            if !breaker.suspect || breaker.probing || recent {
+                return;
+            }
+            breaker.probing = true;
+            breaker.last_probe = Some(now);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.breaker().probing = false;
+            return;
+        };
+        let node = Arc::clone(self);
+        runtime.spawn(async move {
+            let mut connection = node.connection.clone();
+            let command = redis::cmd("PING");
+            let ping = command.query_async::<String>(&mut connection);
+            let healthy = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
+            let mut breaker = node.breaker();
+            breaker.probing = false;
+            if healthy {
+                breaker.suspect = false;
+            }
+        });
+    }
+
+    fn note(&self, healthy: bool) {
+        self.breaker().suspect = !healthy;
+    }
+
+    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        // The state is a few flags, valid whatever a panicking holder left half-done.
+        self.breaker.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -13,6 +13,8 @@ pub(crate) enum Vote {
     /// Timeout, connection error or unexpected reply: the node may or may not have set our
     /// lock.
     Failed,
+    /// Not asked (its circuit breaker is open): it cannot have set our lock.
+    Skipped,
 }
 
 /// Why an acquire attempt did not get a quorum.
@@ -117,8 +119,13 @@ impl AcquireTally {
     pub(crate) fn may_hold(&self, node: usize) -> bool {
         !matches!(
             self.votes.get(node),
-            Some(Some(Vote::Held | Vote::Recovering))
+            Some(Some(Vote::Held | Vote::Recovering | Vote::Skipped))
         )
+    }
+
+    /// Whether `node` granted (so it certainly holds our lock).
+    pub(crate) fn granted_by(&self, node: usize) -> bool {
+        matches!(self.votes.get(node), Some(Some(Vote::Granted(_))))
     }
 }
 
@@ -223,12 +230,22 @@ mod tests {
         // 1 of 3 down and one held: lost, but why depends on the third node.
         let mut held = tally(3, &[(0, Vote::Failed), (1, Vote::Held)]);
         assert_eq!(held.outcome(), None, "the third node decides the reason");
-        assert_eq!(held.final_outcome(), Err(Refusal::Unreachable { available: 1 }));
+        assert_eq!(
+            held.final_outcome(),
+            Err(Refusal::Unreachable { available: 1 })
+        );
         held.record(2, Vote::Granted(4));
-        assert_eq!(held.outcome(), Some(Err(Refusal::Contended)), "the holder is why");
+        assert_eq!(
+            held.outcome(),
+            Some(Err(Refusal::Contended)),
+            "the holder is why"
+        );
         let mut dead = tally(3, &[(0, Vote::Failed), (1, Vote::Held)]);
         dead.record(2, Vote::Failed);
-        assert_eq!(dead.outcome(), Some(Err(Refusal::Unreachable { available: 1 })));
+        assert_eq!(
+            dead.outcome(),
+            Some(Err(Refusal::Unreachable { available: 1 }))
+        );
         // Recovering nodes cannot vote either.
         let recovering = tally(
             3,
@@ -275,16 +292,30 @@ mod tests {
     #[test]
     fn release_targets_every_node_that_may_hold_the_lock() {
         let t = tally(
-            5,
+            6,
             &[
                 (0, Vote::Granted(1)),
                 (1, Vote::Held),
                 (2, Vote::Failed),
                 (3, Vote::Recovering),
+                (4, Vote::Skipped),
             ],
         );
-        let targets: Vec<usize> = (0..5).filter(|n| t.may_hold(*n)).collect();
-        assert_eq!(targets, vec![0, 2, 4], "granted, failed and unanswered");
+        let targets: Vec<usize> = (0..6).filter(|n| t.may_hold(*n)).collect();
+        assert_eq!(targets, vec![0, 2, 5], "granted, failed and unanswered");
+        assert!(t.granted_by(0) && !t.granted_by(2) && !t.granted_by(5));
+    }
+
+    #[test]
+    fn skipped_nodes_cannot_vote() {
+        let t = tally(
+            3,
+            &[(0, Vote::Skipped), (1, Vote::Skipped), (2, Vote::Held)],
+        );
+        assert_eq!(
+            t.outcome(),
+            Some(Err(Refusal::Unreachable { available: 1 }))
+        );
     }
 
     #[test]

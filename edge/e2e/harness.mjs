@@ -1,0 +1,302 @@
+// Test harness of the edge end-to-end suite: a fresh Postgres database, the real origin binary and
+// the BUILT worker in workerd (`wrangler dev` with the [build]-less config), each on a free port,
+// each in its own process group so that stopping kills every child (node, esbuild, workerd×2).
+import { spawn, execFileSync } from "node:child_process";
+import { createHmac, randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, openSync, readFileSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+export const SESSION_SECRET = "e2e-session-secret-0123456789";
+export const EDGE_SHARED_SECRET = "e2e-edge-shared-secret-0123456789";
+export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
+/** The rate limit the suite runs the edge with: 50 per hour, so a burst admits exactly 50. */
+export const RATE_QUOTA = 50;
+export const RATE_WINDOW_SECS = 3600;
+
+export async function freePort() {
+  return new Promise((ok, fail) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", fail);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+function psql(sql) {
+  execFileSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-v", "ON_ERROR_STOP=1", "-qc", sql], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+}
+
+async function waitFor(url, what, child, logFile, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`${what} exited with ${child.exitCode}:\n${tail(logFile)}`);
+    }
+    try {
+      const r = await fetch(url);
+      if (r.ok) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`${what} not ready after ${timeoutMs} ms:\n${tail(logFile)}`);
+}
+
+function tail(file, n = 40) {
+  try {
+    return readFileSync(file, "utf8").split("\n").slice(-n).join("\n");
+  } catch {
+    return "(no log)";
+  }
+}
+
+/** Starts `cmd` in its own process group, logging to `logFile`. */
+function startGroup(cmd, args, env, logFile) {
+  const fd = openSync(logFile, "a");
+  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, detached: true, stdio: ["ignore", fd, fd] });
+  return child;
+}
+
+async function stopGroup(child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((ok) => child.once("exit", ok));
+  try {
+    process.kill(-child.pid, "SIGTERM");
+  } catch {
+    return;
+  }
+  const killed = await Promise.race([exited.then(() => true), sleep(5_000).then(() => false)]);
+  if (!killed) {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+    await exited;
+  }
+}
+
+/** The whole stack: database, origin, edge. */
+export class Stack {
+  async start() {
+    for (const built of ["edge/build/wrangler.toml", "edge/build/index_bg.wasm", "target/debug/origin"]) {
+      if (!existsSync(join(ROOT, built))) {
+        throw new Error(`${built} missing: build first (scripts/test-edge.sh builds everything)`);
+      }
+    }
+    this.dir = mkdtempSync(join(tmpdir(), "flashgate-edge-e2e-"));
+    this.db = `flashgate_edge_e2e_${randomBytes(6).toString("hex")}`;
+    psql(`CREATE DATABASE ${this.db}`);
+    this.originPort = await freePort();
+    this.originUrl = `http://127.0.0.1:${this.originPort}`;
+    await this.startOrigin();
+
+    const edge = await this.startEdge({ ORIGIN_URL: this.originUrl }, "wrangler");
+    this.edge = edge.child;
+    this.edgeUrl = edge.url;
+    this.edgeLog = edge.log;
+  }
+
+  /**
+   * Starts (another) edge in workerd with the suite's settings plus `overrides`, fresh state.
+   * Returns { url, log, child, stop() }.
+   */
+  async startEdge(overrides, label) {
+    const port = await freePort();
+    const inspectorPort = await freePort();
+    const log = join(this.dir, `${label}.log`);
+    const vars = {
+      SESSION_SECRET,
+      EDGE_SHARED_SECRET,
+      ADMIN_TOKEN,
+      RATE_LIMIT_QUOTA: String(RATE_QUOTA),
+      RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
+      ORIGIN_TIMEOUT_MS: "3000",
+      ...overrides,
+    };
+    const args = [
+      "dev",
+      "--config", join(ROOT, "edge/build/wrangler.toml"),
+      "--ip", "127.0.0.1",
+      "--port", String(port),
+      "--inspector-port", String(inspectorPort),
+      "--persist-to", join(this.dir, `${label}-state`),
+      "--show-interactive-dev-session=false",
+      "--log-level", "warn",
+      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ];
+    const child = startGroup(join(ROOT, "node_modules/.bin/wrangler"), args, { WRANGLER_SEND_METRICS: "false" }, log);
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(`${url}/healthz`, `wrangler dev (${label})`, child, log);
+    } catch (e) {
+      await stopGroup(child);
+      throw e;
+    }
+    return { url, log, child, stop: () => stopGroup(child) };
+  }
+
+  async startOrigin() {
+    this.originLog = join(this.dir, "origin.log");
+    this.origin = startGroup(
+      join(ROOT, "target/debug/origin"),
+      [],
+      {
+        DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${this.db}`,
+        REDIS_URLS: process.env.E2E_REDIS_URLS ?? "redis://127.0.0.1:6379",
+        REDIS_KEY_PREFIX: `e2e-${this.db}`,
+        LISTEN_ADDR: `127.0.0.1:${this.originPort}`,
+        EDGE_SHARED_SECRET,
+        ADMIN_TOKEN,
+        LOG_FORMAT: "json",
+      },
+      this.originLog,
+    );
+    await waitFor(`${this.originUrl}/healthz`, "origin", this.origin, this.originLog);
+  }
+
+  async stopOrigin() {
+    await stopGroup(this.origin);
+  }
+
+  async stop() {
+    await stopGroup(this.edge);
+    await stopGroup(this.origin);
+    if (this.db) {
+      try {
+        psql(`DROP DATABASE IF EXISTS ${this.db} WITH (FORCE)`);
+      } catch (e) {
+        console.error(`could not drop ${this.db}: ${e}`);
+      }
+    }
+    if (this.dir && !process.env.E2E_KEEP) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  logs() {
+    return `--- wrangler ---\n${tail(this.edgeLog)}\n--- origin ---\n${tail(this.originLog)}`;
+  }
+
+  // ---- origin helpers -------------------------------------------------------------------------
+
+  async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}` }) {
+    const r = await fetch(`${this.originUrl}/v1/admin/skus/${sku}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ name, price_cents: price, stock, max_per_user: maxPerUser }),
+    });
+    if (r.status !== 200) throw new Error(`PUT sku ${sku}: ${r.status} ${await r.text()}`);
+    return r.json();
+  }
+
+  async originSku(sku) {
+    const r = await fetch(`${this.originUrl}/v1/skus/${sku}`);
+    return { status: r.status, body: await r.json() };
+  }
+
+  /** Sum of every `origin_purchase_requests_total` sample on the origin's /metrics. */
+  async originPurchaseCalls() {
+    const text = await (await fetch(`${this.originUrl}/metrics`)).text();
+    let sum = 0;
+    let seen = false;
+    for (const line of text.split("\n")) {
+      const m = line.match(/^origin_purchase_requests_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)/);
+      if (m) {
+        sum += Number(m[1]);
+        seen = true;
+      }
+    }
+    if (!seen && !text.includes("origin_purchase_requests_total")) {
+      throw new Error("origin /metrics has no origin_purchase_requests_total");
+    }
+    return sum;
+  }
+
+  // ---- edge helpers ---------------------------------------------------------------------------
+
+  async purchase({ token, key, body, headers = {}, edgeUrl = this.edgeUrl }) {
+    const h = { "content-type": "application/json", ...headers };
+    if (token !== undefined) h.authorization = `Bearer ${token}`;
+    if (key !== undefined) h["idempotency-key"] = key;
+    const r = await fetch(`${edgeUrl}/v1/purchases`, {
+      method: "POST",
+      headers: h,
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return response(r);
+  }
+
+  async get(path, headers = {}) {
+    return response(await fetch(`${this.edgeUrl}${path}`, { headers }));
+  }
+
+  async warmup(skus, token = ADMIN_TOKEN) {
+    const q = skus.map((s) => `sku=${encodeURIComponent(s)}`).join("&");
+    const headers = token === null ? {} : { authorization: `Bearer ${token}` };
+    return this.get(`/warmup?${q}`, headers);
+  }
+}
+
+async function response(r) {
+  const text = await r.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+/** A TCP server that accepts connections and never answers: an origin that hangs. */
+export async function blackHole() {
+  const sockets = new Set();
+  const srv = createServer((sock) => {
+    sockets.add(sock);
+    sock.on("close", () => sockets.delete(sock));
+    sock.on("error", () => {});
+  });
+  await new Promise((ok) => srv.listen(0, "127.0.0.1", ok));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    connections: () => sockets.size,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((ok) => srv.close(ok));
+    },
+  };
+}
+
+// ---- tokens -------------------------------------------------------------------------------------
+
+const b64url = (x) => Buffer.from(typeof x === "string" ? x : JSON.stringify(x)).toString("base64url");
+
+export function jwt(claims, { secret = SESSION_SECRET, header = { alg: "HS256", typ: "JWT" } } = {}) {
+  const input = `${b64url(header)}.${b64url(claims)}`;
+  const sig = createHmac("sha256", secret).update(input).digest("base64url");
+  return `${input}.${sig}`;
+}
+
+export const now = () => Math.floor(Date.now() / 1000);
+
+export function tokenFor(sub, ttl = 3600) {
+  return jwt({ sub, iat: now(), exp: now() + ttl });
+}
+
+let counter = 0;
+/** A name unique in this run (users, SKUs, keys). */
+export function unique(prefix) {
+  counter += 1;
+  return `${prefix}-${process.pid}-${counter}-${randomBytes(3).toString("hex")}`;
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The edge's checks: native policy tests, the offline worker build with its size gate, then the
+# end-to-end suite — the BUILT worker in workerd (wrangler dev on a free port, fresh state) in
+# front of the REAL origin (fresh Postgres database, Redis on 127.0.0.1:6379).
+#
+#   scripts/test-edge.sh            everything
+#   E2E_KEEP=1 scripts/test-edge.sh keep the run's temp dir (wrangler/origin logs, DO state)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/services.sh
+bash scripts/edge-toolchain.sh
+
+echo "== edge: native policy tests"
+cargo test -p edge --locked
+
+echo "== edge: worker build (offline) and upload size gate"
+bash scripts/edge-build.sh
+
+echo "== edge: origin binary"
+cargo build -p origin --locked
+
+echo "== edge: end-to-end in workerd against the real origin"
+node --test --test-reporter=spec edge/e2e/
