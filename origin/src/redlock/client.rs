@@ -171,7 +171,9 @@ impl Redlock {
         let remaining = lease.remaining();
         self.inner.metrics.released(remaining.as_secs_f64());
         let keys = self.keys(lease.key());
-        let timeout = self.inner.config.node_timeout(lease.ttl());
+        // Not the TTL-derived timeout: a release has no validity to protect, and one given up
+        // too early leaves the lock blocked until its TTL. Only a quorum is waited for.
+        let timeout = self.inner.config.node_timeout_max;
         let mut invocation = scripts::RELEASE.prepare_invoke();
         invocation.key(&keys.lock).arg(lease.token());
         let confirmations = self

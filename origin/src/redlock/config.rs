@@ -35,7 +35,8 @@ pub struct RedlockConfig {
     pub node_timeout_ratio: f64,
     /// Lower clamp of the per-node timeout.
     pub node_timeout_min: Duration,
-    /// Upper clamp of the per-node timeout; also the timeout of the health probes
+    /// Upper clamp of the per-node timeout; also the per-node timeout of
+    /// [`Redlock::release`](super::Redlock::release) and of the health probes
     /// ([`Redlock::quorum_reachable`](super::Redlock::quorum_reachable),
     /// [`Redlock::node_states`](super::Redlock::node_states)).
     pub node_timeout_max: Duration,

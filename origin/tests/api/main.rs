@@ -5,6 +5,9 @@ mod admin;
 mod bad_input;
 mod concurrency;
 mod contention;
+mod faults;
 mod helpers;
 mod purchases;
 mod service;
+#[path = "../common/redis_nodes.rs"]
+mod redis_nodes;

@@ -1,0 +1,104 @@
+//! A sale across two origin processes sharing three real `redis-server` nodes, with nodes killed
+//! and brought back: the sale goes on with one node lost, answers 503 + Retry-After (never a 500)
+//! with two lost, resumes when they return — and never oversells.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use sqlx::PgPool;
+
+use crate::helpers::{TestApp, spawn_app_with};
+use crate::redis_nodes::RedisNodes;
+
+async fn two_origins(pool: &PgPool, nodes: &RedisNodes) -> (Arc<TestApp>, Arc<TestApp>) {
+    let urls = nodes.urls().join(",");
+    let env = [("REDIS_URLS", urls.as_str()), ("REQUEST_DEADLINE_MS", "2000")];
+    (Arc::new(spawn_app_with(pool.clone(), &env).await), Arc::new(spawn_app_with(pool.clone(), &env).await))
+}
+
+/// Sends `n` purchases (alternating origins); returns (status, retry-after present) pairs.
+async fn wave(apps: &[Arc<TestApp>], start: usize, n: usize, sku: &str) -> Vec<(u16, bool)> {
+    let futs = (start..start + n).map(|i| {
+        let app = apps[i % apps.len()].clone();
+        let sku = sku.to_owned();
+        tokio::spawn(async move {
+            let res = app.buy(&format!("u{i}"), &format!("k{i}"), &sku, 1).await;
+            (res.status().as_u16(), res.headers().contains_key("retry-after"))
+        })
+    });
+    join_all(futs).await.into_iter().map(|r| r.expect("task")).collect()
+}
+
+async fn assert_invariants(pool: &PgPool, sku: &str) {
+    let (initial, stock): (i64, i64) = sqlx::query_as("SELECT initial_stock, stock FROM skus WHERE sku = $1")
+        .bind(sku)
+        .fetch_one(pool)
+        .await
+        .expect("sku");
+    let (units, with_record): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(o.qty), 0)::BIGINT, COUNT(r.order_id) FROM orders o
+         LEFT JOIN idempotency_records r ON r.order_id = o.order_id WHERE o.sku = $1",
+    )
+    .bind(sku)
+    .fetch_one(pool)
+    .await
+    .expect("orders");
+    assert_eq!(initial - stock, units, "sold == initial - remaining");
+    assert!(stock >= 0);
+    assert_eq!(units, with_record, "every order has its stored 201");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_sale_survives_one_lost_node_and_pauses_cleanly_without_quorum(pool: PgPool) {
+    let mut nodes = RedisNodes::start(3).await;
+    let (a, b) = two_origins(&pool, &nodes).await;
+    let apps = [a.clone(), b.clone()];
+    a.put_sku("FAULT", 1000, 1000).await;
+
+    let first = wave(&apps, 0, 100, "FAULT").await;
+    assert!(first.iter().all(|(s, _)| *s == 201), "{first:?}");
+
+    // One of three nodes SIGKILLed: the quorum (2) remains; no 5xx.
+    nodes.kill(0);
+    let second = wave(&apps, 100, 100, "FAULT").await;
+    assert!(second.iter().all(|(s, _)| *s == 201), "one node down: {second:?}");
+
+    // Two of three down: 503 with Retry-After, never a 500, within the request deadline.
+    nodes.kill(1);
+    let started = Instant::now();
+    let third = wave(&apps, 200, 20, "FAULT").await;
+    assert!(third.iter().all(|(s, ra)| *s == 503 && *ra), "no quorum: {third:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "answered within the deadline");
+
+    // Nodes come back (empty): after the restart guard (one lock TTL) the sale resumes.
+    nodes.restart(0).await;
+    nodes.restart(1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut resumed = false;
+    let mut i = 1000;
+    while Instant::now() < deadline {
+        let res = wave(&apps, i, 2, "FAULT").await;
+        i += 2;
+        assert!(res.iter().all(|(s, _)| *s == 201 || *s == 503), "{res:?}");
+        if res.iter().all(|(s, _)| *s == 201) {
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(resumed, "the sale resumes once the nodes are back");
+    assert_invariants(&pool, "FAULT").await;
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn two_origins_on_three_nodes_sell_exactly_the_stock(pool: PgPool) {
+    let nodes = RedisNodes::start(3).await;
+    let (a, b) = two_origins(&pool, &nodes).await;
+    a.put_sku("EXACT", 120, 1000).await;
+    let results = wave(&[a.clone(), b.clone()], 0, 300, "EXACT").await;
+    let created = results.iter().filter(|(s, _)| *s == 201).count();
+    let sold_out = results.iter().filter(|(s, _)| *s == 409).count();
+    assert_eq!((created, sold_out), (120, 180), "{results:?}");
+    assert_invariants(&pool, "EXACT").await;
+}
