@@ -73,7 +73,12 @@ impl Application {
         let listener = TcpListener::bind(settings.listen_addr)
             .await
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
-        let purge = tokio::spawn(purge_loop(pool.clone(), settings.idempotency_retention));
+        let purge = tokio::spawn(maintenance_loop(
+            pool.clone(),
+            settings.idempotency_retention,
+            settings.reconcile_interval,
+            metrics.clone(),
+        ));
         let state = AppState {
             pool,
             purchases,
@@ -117,14 +122,32 @@ impl Application {
     }
 }
 
-async fn purge_loop(pool: sqlx::PgPool, retention: Duration) {
-    let mut every = tokio::time::interval(PURGE_EVERY);
+/// Background upkeep: purges expired idempotency records and reconciles the books, exporting
+/// the number of discrepancies (alerted on).
+async fn maintenance_loop(pool: sqlx::PgPool, retention: Duration, reconcile_every: Duration, metrics: Arc<Metrics>) {
+    let mut last_purge: Option<tokio::time::Instant> = None;
+    let tick = if reconcile_every.is_zero() { PURGE_EVERY } else { reconcile_every.min(PURGE_EVERY) };
+    let mut every = tokio::time::interval(tick);
     loop {
         every.tick().await;
-        match store::purge_idempotency(&pool, retention).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "purged expired idempotency records"),
-            Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+        if last_purge.is_none_or(|t| t.elapsed() >= PURGE_EVERY) {
+            last_purge = Some(tokio::time::Instant::now());
+            match store::purge_idempotency(&pool, retention).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(purged = n, "purged expired idempotency records"),
+                Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+            }
+        }
+        if !reconcile_every.is_zero() {
+            match crate::reconcile::reconcile(&pool, retention).await {
+                Ok(found) => {
+                    for d in &found {
+                        tracing::error!(discrepancy = %d, "reconciliation discrepancy");
+                    }
+                    metrics.reconcile_discrepancies.set(i64::try_from(found.len()).unwrap_or(i64::MAX));
+                }
+                Err(e) => tracing::warn!(error = %e, "reconciliation could not run"),
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod body;
 pub mod metrics;
 pub mod problem;
 pub mod purchase;
+pub mod reconcile;
 pub mod redlock;
 pub mod routes;
 pub mod settings;

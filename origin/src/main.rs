@@ -1,13 +1,56 @@
-//! The `origin` binary: read settings, start logging, serve until SIGTERM/Ctrl-C.
+//! The `origin` binary.
+//!
+//! - `origin` — read settings from the environment, serve until SIGTERM/Ctrl-C.
+//! - `origin reconcile` — check the books (needs only `DATABASE_URL`); prints every discrepancy
+//!   and exits 1 if there is any, 2 if it cannot run.
+
+use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     origin::telemetry::init();
-    let settings =
-        origin::Settings::from_env().context("reading configuration from the environment")?;
+    match std::env::args().nth(1).as_deref() {
+        None | Some("serve") => {}
+        Some("reconcile") => return Ok(reconcile().await),
+        Some(other) => anyhow::bail!("unknown command {other:?}; usage: origin [serve|reconcile]"),
+    }
+    let settings = origin::Settings::from_env().context("reading configuration from the environment")?;
     let app = origin::Application::build(settings).await?;
     app.run_until(origin::app::shutdown_signal()).await?;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn reconcile() -> ExitCode {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("DATABASE_URL is required");
+        return ExitCode::from(2);
+    };
+    let hours: u64 = std::env::var("IDEMPOTENCY_RETENTION_HOURS").ok().and_then(|h| h.parse().ok()).unwrap_or(24);
+    let pool = match origin::store::pool(&url, 2, Duration::from_secs(5)) {
+        Ok(pool) => pool,
+        Err(e) => {
+            eprintln!("invalid DATABASE_URL: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match origin::reconcile::reconcile(&pool, Duration::from_secs(hours * 3600)).await {
+        Ok(found) if found.is_empty() => {
+            println!("reconciliation: ok");
+            ExitCode::SUCCESS
+        }
+        Ok(found) => {
+            for d in &found {
+                println!("DISCREPANCY: {d}");
+            }
+            println!("reconciliation: {} discrepancies", found.len());
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("reconciliation could not run: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

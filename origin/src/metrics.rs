@@ -44,6 +44,8 @@ pub struct Metrics {
     pub shed: Counter,
     /// `origin_stale_fence_total`: batches refused by the database fence (a stale lock holder).
     pub stale_fence: Counter,
+    /// `origin_reconcile_discrepancies`: discrepancies found by the last periodic reconciliation.
+    pub reconcile_discrepancies: Gauge,
     /// Redlock's own metrics (`redlock_*`).
     pub redlock: RedlockMetrics,
 }
@@ -66,6 +68,7 @@ impl Metrics {
             sold_out_fast_path: Counter::default(),
             shed: Counter::default(),
             stale_fence: Counter::default(),
+            reconcile_discrepancies: Gauge::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
         let r = &mut registry;
@@ -128,6 +131,11 @@ impl Metrics {
             "origin_stale_fence",
             "Purchase batches refused by the fencing token check",
             metrics.stale_fence.clone(),
+        );
+        r.register(
+            "origin_reconcile_discrepancies",
+            "Discrepancies found by the last reconciliation (0 = the books balance)",
+            metrics.reconcile_discrepancies.clone(),
         );
         (metrics, registry)
     }

@@ -39,6 +39,8 @@ pub struct Settings {
     pub db_acquire_timeout: Duration,
     /// `IDEMPOTENCY_RETENTION_HOURS` (default 24, minimum 24): how long stored outcomes replay.
     pub idempotency_retention: Duration,
+    /// `RECONCILE_INTERVAL_SECS` (default 60, 0 = off): how often the server reconciles.
+    pub reconcile_interval: Duration,
     /// Purchase pipeline tunables.
     pub purchase: PurchaseSettings,
 }
@@ -204,6 +206,10 @@ impl Settings {
             .max(1),
             db_acquire_timeout: millis("DB_ACQUIRE_TIMEOUT_MS", "2000")?,
             idempotency_retention: Duration::from_secs(retention_hours * 3600),
+            reconcile_interval: Duration::from_secs(num(
+                "RECONCILE_INTERVAL_SECS",
+                parsed("RECONCILE_INTERVAL_SECS", "60")?,
+            )?),
             purchase,
         })
     }

@@ -6,6 +6,7 @@ mod bad_input;
 mod concurrency;
 mod contention;
 mod faults;
+mod reconcile;
 mod helpers;
 mod purchases;
 mod service;

@@ -1,0 +1,95 @@
+//! Reconciliation: re-derives the sale's invariants from the rows themselves and reports every
+//! discrepancy. Run by `origin reconcile` (exit code 1 when anything is off) and periodically by
+//! the server, which exports the count as `origin_reconcile_discrepancies`.
+//!
+//! Checks, per SKU and sale generation (a PUT starts a new generation):
+//! - units put on sale − units remaining == units in the generation's orders (no oversell, no
+//!   lost decrement);
+//! - no user holds more units of the generation than `max_per_user`;
+//! - every stored 201 points at an existing order, and every order younger than the idempotency
+//!   retention has its stored 201.
+
+use std::fmt;
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::store::StoreError;
+
+/// One thing that does not add up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Discrepancy {
+    /// `initial - remaining != sold` for the SKU's current generation.
+    StockMismatch { sku: String, initial: i64, remaining: i64, units_in_orders: i64 },
+    /// A user holds more units of the current generation than the cap.
+    AboveCap { sku: String, user: String, units: i64, cap: i32 },
+    /// A stored 201 whose order does not exist.
+    AnswerWithoutOrder { user: String, key: String },
+    /// An order (younger than the retention) without its stored 201.
+    OrderWithoutAnswer { order_id: String },
+}
+
+impl fmt::Display for Discrepancy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::StockMismatch { sku, initial, remaining, units_in_orders } => write!(
+                f,
+                "sku {sku}: {initial} on sale - {remaining} remaining = {} but orders hold {units_in_orders} units",
+                initial - remaining
+            ),
+            Self::AboveCap { sku, user, units, cap } => write!(f, "sku {sku}: a user holds {units} units above the cap {cap} (user {user})"),
+            Self::AnswerWithoutOrder { user, key } => write!(f, "stored 201 without an order (user {user}, key {key})"),
+            Self::OrderWithoutAnswer { order_id } => write!(f, "order {order_id} has no stored 201"),
+        }
+    }
+}
+
+/// Runs every check; an empty list means the books balance.
+pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrepancy>, StoreError> {
+    let mut found = Vec::new();
+    let stock: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT s.sku, s.initial_stock, s.stock, COALESCE(SUM(o.qty), 0)::BIGINT
+         FROM skus s LEFT JOIN orders o ON o.sku = s.sku AND o.generation = s.generation
+         GROUP BY s.sku, s.initial_stock, s.stock
+         HAVING s.initial_stock - s.stock <> COALESCE(SUM(o.qty), 0)
+         ORDER BY s.sku",
+    )
+    .fetch_all(pool)
+    .await?;
+    found.extend(stock.into_iter().map(|(sku, initial, remaining, units_in_orders)| Discrepancy::StockMismatch {
+        sku,
+        initial,
+        remaining,
+        units_in_orders,
+    }));
+    let caps: Vec<(String, String, i64, i32)> = sqlx::query_as(
+        "SELECT s.sku, o.user_id, SUM(o.qty)::BIGINT, s.max_per_user
+         FROM orders o JOIN skus s ON s.sku = o.sku AND o.generation = s.generation
+         GROUP BY s.sku, o.user_id, s.max_per_user
+         HAVING SUM(o.qty) > s.max_per_user
+         ORDER BY s.sku, o.user_id",
+    )
+    .fetch_all(pool)
+    .await?;
+    found.extend(caps.into_iter().map(|(sku, user, units, cap)| Discrepancy::AboveCap { sku, user, units, cap }));
+    let orphans: Vec<(String, String)> = sqlx::query_as(
+        "SELECT r.user_id, r.idempotency_key FROM idempotency_records r
+         LEFT JOIN orders o ON o.order_id = r.order_id
+         WHERE r.status = 201 AND o.order_id IS NULL",
+    )
+    .fetch_all(pool)
+    .await?;
+    found.extend(orphans.into_iter().map(|(user, key)| Discrepancy::AnswerWithoutOrder { user, key }));
+    let secs = retention.as_secs_f64();
+    let unanswered: Vec<(String,)> = sqlx::query_as(
+        "SELECT o.order_id::text FROM orders o
+         LEFT JOIN idempotency_records r ON r.order_id = o.order_id
+         WHERE r.order_id IS NULL AND o.created_at > now() - make_interval(secs => $1)
+         ORDER BY o.created_at",
+    )
+    .bind(secs)
+    .fetch_all(pool)
+    .await?;
+    found.extend(unanswered.into_iter().map(|(order_id,)| Discrepancy::OrderWithoutAnswer { order_id }));
+    Ok(found)
+}
