@@ -10,13 +10,16 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::header;
+use axum::http::{HeaderName, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post, put};
 use prometheus_client::registry::Registry;
 use secrecy::SecretString;
 use shared::ErrorCode;
+use shared::headers::REQUEST_ID;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 use sqlx::PgPool;
 
 use crate::metrics::Metrics;
@@ -48,7 +51,21 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(no_store))
+        .layer(
+            tower::ServiceBuilder::new()
+                // Keep the edge's request id (or make one), log under it, echo it back.
+                .layer(SetRequestIdLayer::new(request_id_header(), MakeRequestUuid))
+                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                    let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                }))
+                .layer(PropagateRequestIdLayer::new(request_id_header())),
+        )
         .with_state(state)
+}
+
+fn request_id_header() -> HeaderName {
+    HeaderName::from_static(REQUEST_ID)
 }
 
 async fn not_found() -> ApiError {

@@ -56,6 +56,7 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         Some(raw) => IdempotencyKey::parse_bytes(raw.as_bytes())?,
     };
     let request = PurchaseRequest::from_json(&bytes)?;
+    let sku = request.sku.clone();
     let answer = app.purchases.submit(Attempt { user, key, request }).await?;
 
     let outcome = if answer.replayed {
@@ -66,6 +67,7 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         serde_json::from_str::<shared::Problem>(&answer.body).map_or("unknown", |p| p.code.as_str())
     };
     app.metrics.count_outcome(outcome);
+    tracing::info!(sku = %sku, outcome, status = answer.status, "purchase answered");
     let mut res = if answer.status == 201 {
         let mut res = (StatusCode::CREATED, answer.body).into_response();
         res.headers_mut().insert(

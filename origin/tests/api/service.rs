@@ -100,3 +100,13 @@ async fn database_down_is_503_with_retry_after_and_readyz_503(pool: PgPool) {
     assert_eq!(res.headers()["retry-after"], "1");
     assert_problem(res, 503, "unavailable").await;
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn the_edges_request_id_is_echoed_and_one_is_made_otherwise(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let res = app.client.get(format!("{}/healthz", app.base)).header("flashgate-request-id", "edge-req-42").send().await.expect("req");
+    assert_eq!(res.headers()["flashgate-request-id"], "edge-req-42");
+    let res = app.client.get(format!("{}/healthz", app.base)).send().await.expect("req");
+    let made = res.headers()["flashgate-request-id"].to_str().expect("ascii");
+    assert_eq!(made.len(), 36, "a uuid: {made}");
+}
