@@ -7,6 +7,7 @@ mod concurrency;
 mod contention;
 mod faults;
 mod reconcile;
+mod shutdown;
 mod helpers;
 mod purchases;
 mod service;
