@@ -124,9 +124,18 @@ impl Application {
 
 /// Background upkeep: purges expired idempotency records and reconciles the books, exporting
 /// the number of discrepancies (alerted on).
-async fn maintenance_loop(pool: sqlx::PgPool, retention: Duration, reconcile_every: Duration, metrics: Arc<Metrics>) {
+async fn maintenance_loop(
+    pool: sqlx::PgPool,
+    retention: Duration,
+    reconcile_every: Duration,
+    metrics: Arc<Metrics>,
+) {
     let mut last_purge: Option<tokio::time::Instant> = None;
-    let tick = if reconcile_every.is_zero() { PURGE_EVERY } else { reconcile_every.min(PURGE_EVERY) };
+    let tick = if reconcile_every.is_zero() {
+        PURGE_EVERY
+    } else {
+        reconcile_every.min(PURGE_EVERY)
+    };
     let mut every = tokio::time::interval(tick);
     loop {
         every.tick().await;
@@ -144,7 +153,9 @@ async fn maintenance_loop(pool: sqlx::PgPool, retention: Duration, reconcile_eve
                     for d in &found {
                         tracing::error!(discrepancy = %d, "reconciliation discrepancy");
                     }
-                    metrics.reconcile_discrepancies.set(i64::try_from(found.len()).unwrap_or(i64::MAX));
+                    metrics
+                        .reconcile_discrepancies
+                        .set(i64::try_from(found.len()).unwrap_or(i64::MAX));
                 }
                 Err(e) => tracing::warn!(error = %e, "reconciliation could not run"),
             }

@@ -9,6 +9,7 @@ pub mod app;
 pub mod auth;
 pub mod body;
 pub mod metrics;
+pub mod openapi;
 pub mod problem;
 pub mod purchase;
 pub mod reconcile;

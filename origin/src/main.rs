@@ -17,7 +17,8 @@ async fn main() -> anyhow::Result<ExitCode> {
         Some("reconcile") => return Ok(reconcile().await),
         Some(other) => anyhow::bail!("unknown command {other:?}; usage: origin [serve|reconcile]"),
     }
-    let settings = origin::Settings::from_env().context("reading configuration from the environment")?;
+    let settings =
+        origin::Settings::from_env().context("reading configuration from the environment")?;
     let app = origin::Application::build(settings).await?;
     app.run_until(origin::app::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
@@ -28,7 +29,10 @@ async fn reconcile() -> ExitCode {
         eprintln!("DATABASE_URL is required");
         return ExitCode::from(2);
     };
-    let hours: u64 = std::env::var("IDEMPOTENCY_RETENTION_HOURS").ok().and_then(|h| h.parse().ok()).unwrap_or(24);
+    let hours: u64 = std::env::var("IDEMPOTENCY_RETENTION_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24);
     let pool = match origin::store::pool(&url, 2, Duration::from_secs(5)) {
         Ok(pool) => pool,
         Err(e) => {

@@ -20,9 +20,19 @@ use crate::store::StoreError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Discrepancy {
     /// `initial - remaining != sold` for the SKU's current generation.
-    StockMismatch { sku: String, initial: i64, remaining: i64, units_in_orders: i64 },
+    StockMismatch {
+        sku: String,
+        initial: i64,
+        remaining: i64,
+        units_in_orders: i64,
+    },
     /// A user holds more units of the current generation than the cap.
-    AboveCap { sku: String, user: String, units: i64, cap: i32 },
+    AboveCap {
+        sku: String,
+        user: String,
+        units: i64,
+        cap: i32,
+    },
     /// A stored 201 whose order does not exist.
     AnswerWithoutOrder { user: String, key: String },
     /// An order (younger than the retention) without its stored 201.
@@ -32,14 +42,31 @@ pub enum Discrepancy {
 impl fmt::Display for Discrepancy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::StockMismatch { sku, initial, remaining, units_in_orders } => write!(
+            Self::StockMismatch {
+                sku,
+                initial,
+                remaining,
+                units_in_orders,
+            } => write!(
                 f,
                 "sku {sku}: {initial} on sale - {remaining} remaining = {} but orders hold {units_in_orders} units",
                 initial - remaining
             ),
-            Self::AboveCap { sku, user, units, cap } => write!(f, "sku {sku}: a user holds {units} units above the cap {cap} (user {user})"),
-            Self::AnswerWithoutOrder { user, key } => write!(f, "stored 201 without an order (user {user}, key {key})"),
-            Self::OrderWithoutAnswer { order_id } => write!(f, "order {order_id} has no stored 201"),
+            Self::AboveCap {
+                sku,
+                user,
+                units,
+                cap,
+            } => write!(
+                f,
+                "sku {sku}: a user holds {units} units above the cap {cap} (user {user})"
+            ),
+            Self::AnswerWithoutOrder { user, key } => {
+                write!(f, "stored 201 without an order (user {user}, key {key})")
+            }
+            Self::OrderWithoutAnswer { order_id } => {
+                write!(f, "order {order_id} has no stored 201")
+            }
         }
     }
 }
@@ -56,12 +83,18 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     )
     .fetch_all(pool)
     .await?;
-    found.extend(stock.into_iter().map(|(sku, initial, remaining, units_in_orders)| Discrepancy::StockMismatch {
-        sku,
-        initial,
-        remaining,
-        units_in_orders,
-    }));
+    found.extend(
+        stock
+            .into_iter()
+            .map(
+                |(sku, initial, remaining, units_in_orders)| Discrepancy::StockMismatch {
+                    sku,
+                    initial,
+                    remaining,
+                    units_in_orders,
+                },
+            ),
+    );
     let caps: Vec<(String, String, i64, i32)> = sqlx::query_as(
         "SELECT s.sku, o.user_id, SUM(o.qty)::BIGINT, s.max_per_user
          FROM orders o JOIN skus s ON s.sku = o.sku AND o.generation = s.generation
@@ -71,7 +104,15 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     )
     .fetch_all(pool)
     .await?;
-    found.extend(caps.into_iter().map(|(sku, user, units, cap)| Discrepancy::AboveCap { sku, user, units, cap }));
+    found.extend(
+        caps.into_iter()
+            .map(|(sku, user, units, cap)| Discrepancy::AboveCap {
+                sku,
+                user,
+                units,
+                cap,
+            }),
+    );
     let orphans: Vec<(String, String)> = sqlx::query_as(
         "SELECT r.user_id, r.idempotency_key FROM idempotency_records r
          LEFT JOIN orders o ON o.order_id = r.order_id
@@ -79,7 +120,11 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     )
     .fetch_all(pool)
     .await?;
-    found.extend(orphans.into_iter().map(|(user, key)| Discrepancy::AnswerWithoutOrder { user, key }));
+    found.extend(
+        orphans
+            .into_iter()
+            .map(|(user, key)| Discrepancy::AnswerWithoutOrder { user, key }),
+    );
     let secs = retention.as_secs_f64();
     let unanswered: Vec<(String,)> = sqlx::query_as(
         "SELECT o.order_id::text FROM orders o
@@ -90,6 +135,10 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     .bind(secs)
     .fetch_all(pool)
     .await?;
-    found.extend(unanswered.into_iter().map(|(order_id,)| Discrepancy::OrderWithoutAnswer { order_id }));
+    found.extend(
+        unanswered
+            .into_iter()
+            .map(|(order_id,)| Discrepancy::OrderWithoutAnswer { order_id }),
+    );
     Ok(found)
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// A stable, machine-readable error code. The string form ([`ErrorCode::as_str`]) is the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub enum ErrorCode {
     /// 400: malformed JSON, wrong types, out-of-range values, bad sku/user/key format.
@@ -114,6 +115,7 @@ impl std::fmt::Display for ErrorCode {
 
 /// An RFC 9457 problem details body with Flashgate's stable `code` extension member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Problem {
     #[serde(rename = "type")]
     pub type_uri: String,

@@ -39,8 +39,13 @@ fn required<'a>(
 
 /// `POST /v1/purchases` body: `{"sku": str, "qty": int 1..=100}`. Unknown fields are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PurchaseRequest {
+    /// 1..=64 characters of `[A-Za-z0-9._-]`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, pattern = "^[A-Za-z0-9._-]{1,64}$", example = "SHOE-1"))]
     pub sku: Sku,
+    /// Units, a JSON integer in 1..=100.
+    #[cfg_attr(feature = "openapi", schema(value_type = u32, minimum = 1, maximum = 100))]
     pub qty: Quantity,
 }
 
@@ -62,6 +67,7 @@ impl PurchaseRequest {
 
 /// `201` body of `POST /v1/purchases`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PurchaseResponse {
     pub order_id: String,
     pub sku: String,
@@ -73,6 +79,7 @@ pub struct PurchaseResponse {
 /// The public view of a SKU's sale (`GET /v1/skus/{sku}`, admin `PUT` answer); `stock` is what
 /// remains.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SkuView {
     pub sku: String,
     pub name: String,
@@ -83,6 +90,7 @@ pub struct SkuView {
 
 /// `PUT /v1/admin/skus/{sku}` body: creates or replaces a SKU's sale.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SkuUpsert {
     pub name: String,
     pub price_cents: i64,

@@ -317,15 +317,16 @@ impl Redlock {
             .arg(inner.config.recovery_millis())
             .arg(fence_floor());
 
+        let skip = self.nodes_to_skip();
         let start = Instant::now();
         let mut tally = AcquireTally::new(inner.nodes.len(), inner.quorum);
         {
-            let invocation = &invocation;
+            let (invocation, skip) = (&invocation, &skip);
             let mut votes: FuturesUnordered<_> = inner
                 .nodes
                 .iter()
                 .map(|node| async move {
-                    if node.is_suspect() {
+                    if skip.contains(&node.index) {
                         node.probe_if_due(inner.config.node_timeout_max);
                         return (node.index, Vote::Skipped);
                     }
@@ -363,13 +364,9 @@ impl Redlock {
                 .key(&keys.fence)
                 .arg(&token)
                 .arg(fence);
-            let targets = self.all_nodes().filter(|index| {
-                !tally.granted_with(*index, fence)
-                    && inner
-                        .nodes
-                        .get(*index)
-                        .is_some_and(|node| !node.is_suspect())
-            });
+            let targets = self
+                .all_nodes()
+                .filter(|index| !tally.granted_with(*index, fence) && !skip.contains(index));
             let confirmations = self
                 .confirm(
                     targets,
@@ -548,6 +545,25 @@ impl Redlock {
             Stragglers::Await => while calls.next().await.is_some() {},
         }
         confirmations
+    }
+
+    /// Suspect nodes (circuit breaker open) that an acquire need not wait for: all of them as
+    /// long as the other nodes can still make a quorum on their own, none otherwise (then
+    /// skipping could only turn a slow answer into a certain failure, e.g. when an overloaded
+    /// machine made every node time out once).
+    fn nodes_to_skip(&self) -> Vec<usize> {
+        let suspects: Vec<usize> = self
+            .inner
+            .nodes
+            .iter()
+            .filter(|node| node.is_suspect())
+            .map(|node| node.index)
+            .collect();
+        if self.inner.nodes.len() - suspects.len() >= self.inner.quorum {
+            suspects
+        } else {
+            Vec::new()
+        }
     }
 
     fn all_nodes(&self) -> std::ops::Range<usize> {

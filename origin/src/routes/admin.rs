@@ -11,7 +11,21 @@ use super::skus::store_error;
 use crate::problem::ApiError;
 use crate::{auth, body, store};
 
-pub(super) async fn put_sku(
+/// Create or replace a SKU's sale. Earlier orders keep counting toward `max_per_user`.
+#[utoipa::path(
+    put, path = "/v1/admin/skus/{sku}", tag = "admin",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    request_body = shared::SkuUpsert,
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, body = shared::SkuView),
+        (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn put_sku(
     State(app): State<AppState>,
     Path(raw): Path<String>,
     headers: HeaderMap,

@@ -9,12 +9,14 @@ use super::AppState;
 use crate::problem::ApiError;
 
 /// `GET /healthz`: the process is up.
-pub(super) async fn healthz() -> &'static str {
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "The process is up", body = String)))]
+pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
 /// `GET /readyz`: 200 only when Postgres and a quorum of Redlock nodes answer.
-pub(super) async fn readyz(State(app): State<AppState>) -> Result<&'static str, ApiError> {
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "Postgres and a lock quorum answer", body = String), (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json")))]
+pub(crate) async fn readyz(State(app): State<AppState>) -> Result<&'static str, ApiError> {
     let (db, lock) = tokio::join!(crate::store::ping(&app.pool), app.lock.quorum_reachable());
     match (db, lock) {
         (Ok(()), true) => Ok("ready"),
@@ -27,7 +29,8 @@ pub(super) async fn readyz(State(app): State<AppState>) -> Result<&'static str, 
 }
 
 /// `GET /metrics`: Prometheus text exposition.
-pub(super) async fn metrics(State(app): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
+pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, &app.registry) {
         Ok(()) => (

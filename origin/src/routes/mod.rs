@@ -1,10 +1,10 @@
 //! The HTTP surface: one module per group of routes, all sharing [`AppState`]. Unknown routes and
 //! methods answer problem+json too.
 
-mod admin;
-mod health;
-mod purchases;
-mod skus;
+pub(crate) mod admin;
+pub(crate) mod health;
+pub(crate) mod purchases;
+pub(crate) mod skus;
 
 use std::sync::Arc;
 
@@ -18,9 +18,9 @@ use prometheus_client::registry::Registry;
 use secrecy::SecretString;
 use shared::ErrorCode;
 use shared::headers::REQUEST_ID;
+use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
-use sqlx::PgPool;
 
 use crate::metrics::Metrics;
 use crate::problem::ApiError;
@@ -48,6 +48,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(no_store))
@@ -62,6 +63,15 @@ pub fn router(state: AppState) -> Router {
                 .layer(PropagateRequestIdLayer::new(request_id_header())),
         )
         .with_state(state)
+}
+
+/// `GET /openapi.json`: this API's OpenAPI 3.1 description.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 description", content_type = "application/json")))]
+pub(crate) async fn openapi_json() -> impl axum::response::IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::json(),
+    )
 }
 
 fn request_id_header() -> HeaderName {

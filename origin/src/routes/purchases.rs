@@ -15,7 +15,28 @@ use crate::problem::{ApiError, problem_response};
 use crate::store::Attempt;
 use crate::{auth, body};
 
-pub(super) async fn create(
+/// Decide a purchase attempt (called by the edge only).
+#[utoipa::path(
+    post, path = "/v1/purchases", tag = "purchases",
+    request_body(content = shared::PurchaseRequest, description = "Unknown fields are ignored; at most 16 KiB"),
+    params(
+        ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form"),
+        ("Flashgate-User" = String, Header, description = "The shopper, 1..=64 of [A-Za-z0-9._:@-]"),
+        ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated into logs and echoed back"),
+    ),
+    security(("edge_signature" = [])),
+    responses(
+        (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay)", body = shared::PurchaseResponse),
+        (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`bad_signature`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`sold_out`, `purchase_limit` (stored) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with Retry-After", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn create(
     State(app): State<AppState>,
     headers: HeaderMap,
     request: Body,

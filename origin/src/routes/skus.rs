@@ -8,7 +8,18 @@ use super::AppState;
 use crate::problem::ApiError;
 use crate::store::{self, StoreError};
 
-pub(super) async fn get(
+/// The public view of a sale (`stock` = units remaining).
+#[utoipa::path(
+    get, path = "/v1/skus/{sku}", tag = "catalogue",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    responses(
+        (status = 200, body = shared::SkuView),
+        (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn get(
     State(app): State<AppState>,
     Path(raw): Path<String>,
 ) -> Result<Json<SkuView>, ApiError> {

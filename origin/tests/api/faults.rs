@@ -13,8 +13,14 @@ use crate::redis_nodes::RedisNodes;
 
 async fn two_origins(pool: &PgPool, nodes: &RedisNodes) -> (Arc<TestApp>, Arc<TestApp>) {
     let urls = nodes.urls().join(",");
-    let env = [("REDIS_URLS", urls.as_str()), ("REQUEST_DEADLINE_MS", "2000")];
-    (Arc::new(spawn_app_with(pool.clone(), &env).await), Arc::new(spawn_app_with(pool.clone(), &env).await))
+    let env = [
+        ("REDIS_URLS", urls.as_str()),
+        ("REQUEST_DEADLINE_MS", "2000"),
+    ];
+    (
+        Arc::new(spawn_app_with(pool.clone(), &env).await),
+        Arc::new(spawn_app_with(pool.clone(), &env).await),
+    )
 }
 
 /// Sends `n` purchases (alternating origins); returns (status, retry-after present) pairs.
@@ -24,18 +30,26 @@ async fn wave(apps: &[Arc<TestApp>], start: usize, n: usize, sku: &str) -> Vec<(
         let sku = sku.to_owned();
         tokio::spawn(async move {
             let res = app.buy(&format!("u{i}"), &format!("k{i}"), &sku, 1).await;
-            (res.status().as_u16(), res.headers().contains_key("retry-after"))
+            (
+                res.status().as_u16(),
+                res.headers().contains_key("retry-after"),
+            )
         })
     });
-    join_all(futs).await.into_iter().map(|r| r.expect("task")).collect()
+    join_all(futs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect()
 }
 
 async fn assert_invariants(pool: &PgPool, sku: &str) {
-    let (initial, stock): (i64, i64) = sqlx::query_as("SELECT initial_stock, stock FROM skus WHERE sku = $1")
-        .bind(sku)
-        .fetch_one(pool)
-        .await
-        .expect("sku");
+    let (initial, stock): (i64, i64) =
+        sqlx::query_as("SELECT initial_stock, stock FROM skus WHERE sku = $1")
+            .bind(sku)
+            .fetch_one(pool)
+            .await
+            .expect("sku");
     let (units, with_record): (i64, i64) = sqlx::query_as(
         "SELECT COALESCE(SUM(o.qty), 0)::BIGINT, COUNT(r.order_id) FROM orders o
          LEFT JOIN idempotency_records r ON r.order_id = o.order_id WHERE o.sku = $1",
@@ -62,14 +76,23 @@ async fn a_sale_survives_one_lost_node_and_pauses_cleanly_without_quorum(pool: P
     // One of three nodes SIGKILLed: the quorum (2) remains; no 5xx.
     nodes.kill(0);
     let second = wave(&apps, 100, 100, "FAULT").await;
-    assert!(second.iter().all(|(s, _)| *s == 201), "one node down: {second:?}");
+    assert!(
+        second.iter().all(|(s, _)| *s == 201),
+        "one node down: {second:?}"
+    );
 
     // Two of three down: 503 with Retry-After, never a 500, within the request deadline.
     nodes.kill(1);
     let started = Instant::now();
     let third = wave(&apps, 200, 20, "FAULT").await;
-    assert!(third.iter().all(|(s, ra)| *s == 503 && *ra), "no quorum: {third:?}");
-    assert!(started.elapsed() < Duration::from_secs(10), "answered within the deadline");
+    assert!(
+        third.iter().all(|(s, ra)| *s == 503 && *ra),
+        "no quorum: {third:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered within the deadline"
+    );
 
     // Nodes come back (empty): after the restart guard (one lock TTL) the sale resumes.
     nodes.restart(0).await;

@@ -6,10 +6,10 @@ mod bad_input;
 mod concurrency;
 mod contention;
 mod faults;
-mod reconcile;
-mod shutdown;
 mod helpers;
 mod purchases;
-mod service;
+mod reconcile;
 #[path = "../common/redis_nodes.rs"]
 mod redis_nodes;
+mod service;
+mod shutdown;

@@ -7,7 +7,10 @@ use sqlx::PgPool;
 use crate::helpers::{assert_problem, spawn_app};
 
 async fn run_reconcile(pool: &PgPool) -> (i32, String) {
-    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.expect("db");
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await
+        .expect("db");
     let base = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let (server, _) = base.rsplit_once('/').expect("url with a database");
     let out = Command::new(env!("CARGO_BIN_EXE_origin"))
@@ -16,7 +19,10 @@ async fn run_reconcile(pool: &PgPool) -> (i32, String) {
         .env("RUST_LOG", "error")
         .output()
         .expect("run origin reconcile");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -31,30 +37,56 @@ async fn reconcile_passes_a_clean_sale_and_reports_each_corruption(pool: PgPool)
     assert_eq!((code, out.trim()), (0, "reconciliation: ok"));
 
     // Corrupt the books on purpose: a lost decrement, and a user pushed above the cap.
-    sqlx::query("UPDATE skus SET stock = stock + 1 WHERE sku = 'REC'").execute(&pool).await.expect("corrupt stock");
-    sqlx::query("UPDATE orders SET user_id = 'bob' WHERE user_id = 'alice'").execute(&pool).await.expect("corrupt owner");
+    sqlx::query("UPDATE skus SET stock = stock + 1 WHERE sku = 'REC'")
+        .execute(&pool)
+        .await
+        .expect("corrupt stock");
+    sqlx::query("UPDATE orders SET user_id = 'bob' WHERE user_id = 'alice'")
+        .execute(&pool)
+        .await
+        .expect("corrupt owner");
     let (code, out) = run_reconcile(&pool).await;
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("sku REC: 10 on sale - 8 remaining = 2 but orders hold 3 units"), "{out}");
-    assert!(out.contains("a user holds 3 units above the cap 2 (user bob)"), "{out}");
+    assert!(
+        out.contains("sku REC: 10 on sale - 8 remaining = 2 but orders hold 3 units"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a user holds 3 units above the cap 2 (user bob)"),
+        "{out}"
+    );
     assert!(out.contains("reconciliation: 2 discrepancies"), "{out}");
 }
 
 #[sqlx::test(migrations = "./migrations")]
 async fn the_server_exports_discrepancies_for_alerting(pool: PgPool) {
-    let app = crate::helpers::spawn_app_with(pool.clone(), &[("RECONCILE_INTERVAL_SECS", "1")]).await;
+    let app =
+        crate::helpers::spawn_app_with(pool.clone(), &[("RECONCILE_INTERVAL_SECS", "1")]).await;
     app.put_sku("GAUGE", 5, 5).await;
     assert_eq!(app.buy("alice", "a1", "GAUGE", 1).await.status(), 201);
-    let gauge = |text: String| text.lines().find(|l| l.starts_with("origin_reconcile_discrepancies ")).map(str::to_owned);
+    let gauge = |text: String| {
+        text.lines()
+            .find(|l| l.starts_with("origin_reconcile_discrepancies "))
+            .map(str::to_owned)
+    };
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    assert_eq!(gauge(app.metrics().await).as_deref(), Some("origin_reconcile_discrepancies 0"));
-    sqlx::query("UPDATE skus SET stock = stock - 1 WHERE sku = 'GAUGE'").execute(&pool).await.expect("corrupt");
+    assert_eq!(
+        gauge(app.metrics().await).as_deref(),
+        Some("origin_reconcile_discrepancies 0")
+    );
+    sqlx::query("UPDATE skus SET stock = stock - 1 WHERE sku = 'GAUGE'")
+        .execute(&pool)
+        .await
+        .expect("corrupt");
     let start = std::time::Instant::now();
     loop {
         if gauge(app.metrics().await).as_deref() == Some("origin_reconcile_discrepancies 1") {
             break;
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(10), "gauge never showed the discrepancy");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "gauge never showed the discrepancy"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }

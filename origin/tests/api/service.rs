@@ -104,9 +104,65 @@ async fn database_down_is_503_with_retry_after_and_readyz_503(pool: PgPool) {
 #[sqlx::test(migrations = "./migrations")]
 async fn the_edges_request_id_is_echoed_and_one_is_made_otherwise(pool: PgPool) {
     let app = spawn_app(pool).await;
-    let res = app.client.get(format!("{}/healthz", app.base)).header("flashgate-request-id", "edge-req-42").send().await.expect("req");
+    let res = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .header("flashgate-request-id", "edge-req-42")
+        .send()
+        .await
+        .expect("req");
     assert_eq!(res.headers()["flashgate-request-id"], "edge-req-42");
-    let res = app.client.get(format!("{}/healthz", app.base)).send().await.expect("req");
-    let made = res.headers()["flashgate-request-id"].to_str().expect("ascii");
+    let res = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .expect("req");
+    let made = res.headers()["flashgate-request-id"]
+        .to_str()
+        .expect("ascii");
     assert_eq!(made.len(), 36, "a uuid: {made}");
+}
+
+/// The served OpenAPI description matches the committed `docs/openapi.json`. After an API change,
+/// regenerate it with `UPDATE_OPENAPI=1 cargo test -p origin --test api openapi`.
+#[sqlx::test(migrations = "./migrations")]
+async fn openapi_is_served_and_matches_the_committed_copy(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let res = app
+        .client
+        .get(format!("{}/openapi.json", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(res.status(), 200);
+    let served = res.text().await.expect("body");
+    let doc: serde_json::Value = serde_json::from_str(&served).expect("json");
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        doc["openapi"]
+    );
+    for path in [
+        "/v1/purchases",
+        "/v1/skus/{sku}",
+        "/v1/admin/skus/{sku}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"][path].is_object(), "missing {path}");
+    }
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(committed, format!("{served}\n")).expect("write docs/openapi.json");
+    }
+    let on_disk = std::fs::read_to_string(committed).expect("docs/openapi.json exists");
+    assert_eq!(
+        on_disk.trim_end(),
+        served,
+        "docs/openapi.json is stale: regenerate it (see the test's doc comment)"
+    );
 }

@@ -12,10 +12,17 @@ use crate::helpers::{ADMIN_TOKEN, EDGE_SECRET, Purchase, wait_ready};
 
 #[sqlx::test(migrations = "./migrations")]
 async fn sigterm_under_load_loses_no_answer(pool: PgPool) {
-    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await.expect("db");
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("db");
     let base_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let (server, _) = base_url.rsplit_once('/').expect("url");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_origin"))
         .env("DATABASE_URL", format!("{server}/{db}"))
         .env("REDIS_URLS", "redis://127.0.0.1:6379")
@@ -80,7 +87,10 @@ async fn sigterm_under_load_loses_no_answer(pool: PgPool) {
     });
     let shoppers: Vec<_> = shoppers.collect();
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
     assert!(term.success());
     let results = join_all(shoppers).await;
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -88,17 +98,29 @@ async fn sigterm_under_load_loses_no_answer(pool: PgPool) {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        assert!(Instant::now() < deadline, "origin did not exit after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "origin did not exit after SIGTERM"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "clean exit: {status:?}");
 
-    let answered: Vec<String> = results.into_iter().flat_map(|r| r.expect("task").0).collect();
+    let answered: Vec<String> = results
+        .into_iter()
+        .flat_map(|r| r.expect("task").0)
+        .collect();
     assert!(!answered.is_empty(), "load ran before the signal");
-    let orders: Vec<String> = sqlx::query_scalar("SELECT order_id::text FROM orders").fetch_all(&pool).await.expect("orders");
+    let orders: Vec<String> = sqlx::query_scalar("SELECT order_id::text FROM orders")
+        .fetch_all(&pool)
+        .await
+        .expect("orders");
     let mut a = answered.clone();
     let mut o = orders.clone();
     a.sort();
     o.sort();
-    assert_eq!(a, o, "every committed order was answered 201, and nothing else committed");
+    assert_eq!(
+        a, o,
+        "every committed order was answered 201, and nothing else committed"
+    );
 }
