@@ -16,6 +16,9 @@ echo "== shared builds for wasm32"
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build -p shared --target wasm32-unknown-unknown --locked
 
+echo "== deployment files (Compose Specification schema, Dockerfiles, Prometheus rules)"
+bash scripts/check-deploy.sh
+
 echo "== workspace tests (real Postgres and redis-server)"
 cargo test --workspace --locked
 

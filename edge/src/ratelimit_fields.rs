@@ -43,7 +43,11 @@ pub fn policy_field(policy: &Policy) -> String {
     )
 }
 
-/// `RateLimit` for `policy` after `outcome`.
+/// The largest RFC 8941 sf-integer (at most 15 digits).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// `RateLimit` for `policy` after `outcome`. `t` is capped at the largest sf-integer, so the
+/// field stays a valid structured field (and `Retry-After`, uncapped, stays `>= t`).
 pub fn limit_field(policy: &Policy, outcome: &RateOutcome) -> String {
     let (r, t) = match *outcome {
         RateOutcome::Allowed {
@@ -52,6 +56,7 @@ pub fn limit_field(policy: &Policy, outcome: &RateOutcome) -> String {
         } => (remaining, reset_secs),
         RateOutcome::Limited { retry_after_secs } => (0, retry_after_secs),
     };
+    let t = t.min(SF_INTEGER_MAX);
     format!("{};r={r};t={t}", sf_string(policy.name()))
 }
 
@@ -88,6 +93,20 @@ mod tests {
         };
         assert_eq!(limit_field(&p, &allowed), r#""purchase";r=3;t=4"#);
         assert_eq!(headers(&p, &allowed).len(), 2);
+    }
+
+    #[test]
+    fn t_stays_a_structured_field_integer() {
+        let p = Policy::new("purchase", 5, 10).expect("policy");
+        let huge = RateOutcome::Limited {
+            retry_after_secs: u64::MAX,
+        };
+        assert_eq!(
+            limit_field(&p, &huge),
+            r#""purchase";r=0;t=999999999999999"#
+        );
+        let h = headers(&p, &huge);
+        assert!(h.contains(&("retry-after".to_owned(), u64::MAX.to_string())));
     }
 
     #[test]

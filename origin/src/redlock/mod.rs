@@ -33,10 +33,21 @@
 //!   an acquire. Validity is `ttl − elapsed − drift` with `drift = ttl × 0.01 + 2 ms`, measured
 //!   on the monotonic clock from before the first send, computed with checked arithmetic (no
 //!   underflow: "negative" validity is simply [`RedlockError::ValidityTooShort`]).
+//! * **Suspect nodes are not waited for.** A node whose last call timed out or lost its
+//!   connection is skipped by acquires (a vote not asked for is a "no", so this is always safe)
+//!   until a background `PING` sees it answer, as long as the other nodes can still make a
+//!   quorum on their own. Otherwise a paused or black-holed node would make every attempt wait a
+//!   full per-node timeout while sitting on its partial grants, and contenders would split the
+//!   votes over and over.
 //! * **A failed attempt cleans up before retrying**: compare-and-delete on every node that
-//!   granted, failed, or had not answered (a timed-out command may still have run).
+//!   granted (waited for), and, in the background, on every node that failed or had not
+//!   answered (a timed-out command may still have run; on the same connection the delete runs
+//!   after it).
 //! * **Retries** continue until a deadline ([`RedlockConfig::retry_deadline`] or
-//!   [`Redlock::acquire_until`]), pausing with decorrelated jitter between attempts.
+//!   [`Redlock::acquire_until`]), pausing with decorrelated jitter between attempts. Raise
+//!   [`RedlockConfig::retry_max_delay`] with the number of processes contending for one key:
+//!   contenders that retry too often split the votes among themselves.
+//! * Not re-entrant: acquiring a key the same process holds is [`RedlockError::Contended`].
 //! * **Release / extend** are compare-and-delete / compare-and-pexpire scripts on every node: a
 //!   lease never deletes or prolongs another holder's lock. Extend succeeds only if a quorum
 //!   confirms within the lease's current validity.

@@ -1,0 +1,233 @@
+//! Real processes for fault tests: the `origin` binary on a free port, and a private Postgres
+//! server (initdb into a temp dir, run as the `postgres` user when the tests run as root) that a
+//! test may stop and start without disturbing the machine's shared server.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub(crate) const EDGE_SECRET: &str = "test-edge-secret-0123456789";
+pub(crate) const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A running `origin` process.
+#[derive(Debug)]
+pub(crate) struct OriginProcess {
+    pub(crate) child: Child,
+    pub(crate) base: String,
+}
+
+impl OriginProcess {
+    /// Starts the binary with the given database and Redis nodes, waiting for `/readyz` unless
+    /// `wait` is false.
+    pub(crate) async fn start(
+        database_url: &str,
+        redis_urls: &str,
+        prefix: &str,
+        extra: &[(&str, &str)],
+        wait: bool,
+    ) -> Self {
+        let port = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_origin"));
+        cmd.env("DATABASE_URL", database_url)
+            .env("REDIS_URLS", redis_urls)
+            .env("REDIS_KEY_PREFIX", prefix)
+            .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
+            .env("EDGE_SHARED_SECRET", EDGE_SECRET)
+            .env("ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start origin");
+        let me = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        if wait {
+            me.wait_ready(Duration::from_secs(30)).await;
+        }
+        me
+    }
+
+    pub(crate) async fn wait_ready(&self, timeout: Duration) {
+        let client = reqwest::Client::new();
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if client
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("origin {} not ready within {timeout:?}", self.base);
+    }
+
+    pub(crate) fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {sig}");
+    }
+}
+
+impl Drop for OriginProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private Postgres server.
+#[derive(Debug)]
+pub(crate) struct PrivatePostgres {
+    pub(crate) port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+    child: Option<Child>,
+    _tmp: tempfile::TempDir,
+}
+
+fn pg_bin() -> PathBuf {
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(root)
+        .expect("postgres installed")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    versions.sort();
+    versions.pop().expect("a postgres version").join("bin")
+}
+
+fn as_postgres(bin: &Path, program: &str) -> Command {
+    // Postgres refuses to run as root.
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if is_root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin.join(program));
+        c
+    } else {
+        Command::new(bin.join(program))
+    }
+}
+
+impl PrivatePostgres {
+    pub(crate) async fn start() -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("flashgate-pg-")
+            .tempdir()
+            .expect("tempdir");
+        let dir = tmp.path().join("data");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let _ = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(tmp.path())
+            .status();
+        let bin = pg_bin();
+        let out = as_postgres(&bin, "initdb")
+            .args(["-D"])
+            .arg(&dir)
+            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"])
+            .output()
+            .expect("initdb");
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut me = Self {
+            port: free_port(),
+            dir,
+            bin,
+            child: None,
+            _tmp: tmp,
+        };
+        me.resume().await;
+        me
+    }
+
+    pub(crate) fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Starts (again) on the same port and data directory, and waits until it accepts.
+    pub(crate) async fn resume(&mut self) {
+        let child = as_postgres(&self.bin, "postgres")
+            .arg("-D")
+            .arg(&self.dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+            ])
+            .arg(format!("unix_socket_directories={}", self.dir.display()))
+            .args(["-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start postgres");
+        self.child = Some(child);
+        let start = Instant::now();
+        loop {
+            let ok = Command::new(self.bin.join("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "private postgres did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops it hard (SIGKILL of the postmaster's process group is what a crash looks like;
+    /// here SIGQUIT: immediate shutdown without a checkpoint, children killed).
+    pub(crate) fn crash(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Signal the postmaster itself (its pid heads postmaster.pid): SIGQUIT is an
+            // immediate shutdown without a checkpoint, what a crash looks like to clients.
+            let pid_file = self.dir.join("postmaster.pid");
+            let pid = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|s| s.lines().next().map(str::to_owned));
+            if let Some(pid) = pid {
+                let _ = Command::new("kill").args(["-QUIT", &pid]).status();
+            }
+            let start = Instant::now();
+            while pid_file.exists() && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
