@@ -44,6 +44,9 @@ pub struct Metrics {
     pub shed: Counter,
     /// `origin_stale_fence_total`: batches refused by the database fence (a stale lock holder).
     pub stale_fence: Counter,
+    /// `origin_lease_expired_batches_total`: batches rolled back because the lease could have
+    /// expired before their commit (a paused or slow holder).
+    pub lease_expired: Counter,
     /// `origin_reconcile_discrepancies`: discrepancies found by the last periodic reconciliation.
     pub reconcile_discrepancies: Gauge,
     /// Redlock's own metrics (`redlock_*`).
@@ -69,6 +72,7 @@ impl Metrics {
             shed: Counter::default(),
             stale_fence: Counter::default(),
             reconcile_discrepancies: Gauge::default(),
+            lease_expired: Counter::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
         let r = &mut registry;
@@ -131,6 +135,11 @@ impl Metrics {
             "origin_stale_fence",
             "Purchase batches refused by the fencing token check",
             metrics.stale_fence.clone(),
+        );
+        r.register(
+            "origin_lease_expired_batches",
+            "Purchase batches rolled back because the lease could have expired before commit",
+            metrics.lease_expired.clone(),
         );
         r.register(
             "origin_reconcile_discrepancies",

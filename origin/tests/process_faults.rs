@@ -292,3 +292,101 @@ async fn an_origin_killed_mid_sale_loses_nothing_when_clients_retry_through_the_
     assert_books(&pool, "KILL", &tally).await;
     drop(b);
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn an_origin_paused_past_its_lease_commits_nothing_stale(pool: PgPool) {
+    let nodes = redis_nodes::RedisNodes::start(3).await;
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("db");
+    let base_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let (server, _) = base_url.rsplit_once('/').expect("url");
+    let url = format!("{server}/{db}");
+    let urls = nodes.urls().join(",");
+    let prefix = format!("test:{db}");
+    let env = [
+        ("RUN_MIGRATIONS", "false"),
+        ("REQUEST_DEADLINE_MS", "15000"),
+        ("LOCK_TTL_MS", "1000"),
+    ];
+    let a = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
+    let b = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
+    put_sku(&a.base, "PAUSE", 10).await;
+
+    // Hold the SKU row so A's batch transaction waits inside the database, lease in hand.
+    let mut blocker = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM skus WHERE sku = 'PAUSE' FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .expect("lock row");
+    let client = reqwest::Client::new();
+    let send = |base: String, user: &'static str| {
+        let client = client.clone();
+        tokio::spawn(async move { buy(&client, &base, user, "k", "PAUSE").await })
+    };
+    let from_a: Vec<_> = ["a1", "a2", "a3"]
+        .into_iter()
+        .map(|u| send(a.base.clone(), u))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.signal("-STOP");
+    // Longer than the lease: A's lock is gone, B takes over with a newer fencing token.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let from_b: Vec<_> = ["b1", "b2", "b3"]
+        .into_iter()
+        .map(|u| send(b.base.clone(), u))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The row goes to A's (paused) transaction first; then A wakes up far past its lease.
+    blocker.rollback().await.expect("release row");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.signal("-CONT");
+
+    let answers: Vec<_> = join_all(from_a.into_iter().chain(from_b)).await;
+    // A's first batch was not committed: its lease had run out while it was paused.
+    let metrics = reqwest::get(format!("{}/metrics", a.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let refused = [
+        "origin_lease_expired_batches_total ",
+        "origin_stale_fence_total ",
+    ]
+    .iter()
+    .filter_map(|m| metrics.lines().find(|l| l.starts_with(m)))
+    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+    .sum::<f64>();
+    assert!(refused >= 1.0, "the stale batch was refused:\n{metrics}");
+    let mut ids = HashSet::new();
+    for answer in answers {
+        let (status, body) = answer.expect("task").expect("answered");
+        assert_eq!(status, 201, "{body}");
+        assert!(
+            ids.insert(body["order_id"].as_str().expect("id").to_owned()),
+            "one order per attempt"
+        );
+    }
+    let (stock, orders): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT stock FROM skus WHERE sku = 'PAUSE'), (SELECT COUNT(*) FROM orders)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("books");
+    assert_eq!(
+        (stock, orders),
+        (4, 6),
+        "no oversell, nothing committed twice"
+    );
+    // Every order was committed under a lease newer than any before it.
+    let fences: Vec<i64> = sqlx::query_scalar("SELECT fence FROM orders ORDER BY created_at")
+        .fetch_all(&pool)
+        .await
+        .expect("fences");
+    assert!(
+        fences.windows(2).all(|w| w[0] <= w[1]),
+        "fences never go back: {fences:?}"
+    );
+}

@@ -344,6 +344,8 @@ impl Worker {
                 Err(e @ (StoreError::StaleFence { .. } | StoreError::LeaseExpired)) => {
                     if matches!(e, StoreError::StaleFence { .. }) {
                         self.ctx.metrics.stale_fence.inc();
+                    } else {
+                        self.ctx.metrics.lease_expired.inc();
                     }
                     tracing::warn!(sku = %self.sku, error = %e, "batch not committed; lease lost or too short");
                     for job in batch.into_iter().rev() {

@@ -125,3 +125,54 @@ async fn two_origins_on_three_nodes_sell_exactly_the_stock(pool: PgPool) {
     assert_eq!((created, sold_out), (120, 180), "{results:?}");
     assert_invariants(&pool, "EXACT").await;
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_paused_node_keeps_purchase_latency_bounded(pool: PgPool) {
+    let nodes = RedisNodes::start(3).await;
+    let (a, b) = two_origins(&pool, &nodes).await;
+    let apps = [a.clone(), b.clone()];
+    a.put_sku("SLOW", 1000, 1000).await;
+    assert!(
+        wave(&apps, 0, 50, "SLOW")
+            .await
+            .iter()
+            .all(|(s, _)| *s == 201)
+    );
+
+    // SIGSTOP: the node accepts connections but never answers.
+    nodes.pause(0);
+    let futs = (100..200).map(|i| {
+        let app = apps[i % 2].clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let status = app
+                .buy(&format!("u{i}"), &format!("k{i}"), "SLOW", 1)
+                .await
+                .status()
+                .as_u16();
+            (status, started.elapsed())
+        })
+    });
+    let results: Vec<(u16, Duration)> = join_all(futs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    nodes.resume(0);
+    assert!(results.iter().all(|(s, _)| *s == 201), "{results:?}");
+    let worst = results.iter().map(|(_, d)| *d).max().unwrap_or_default();
+    // Per-node timeout is 2% of the 2 s TTL (40 ms); the bound leaves room for a loaded CI box
+    // but is far below the lock TTL a stalled acquire would cost.
+    assert!(
+        worst < Duration::from_millis(1500),
+        "worst latency with a paused node: {worst:?}"
+    );
+    assert!(
+        wave(&apps, 300, 50, "SLOW")
+            .await
+            .iter()
+            .all(|(s, _)| *s == 201),
+        "normal after SIGCONT"
+    );
+    assert_invariants(&pool, "SLOW").await;
+}
