@@ -69,54 +69,67 @@ pub(crate) fn write(dir: &Path, label: &str, results: &[&SaleResult]) -> anyhow:
         .flat_map(|(_, (_, l))| l.iter().map(|p| p.1))
         .fold(1.0, f64::max);
 
-    let mut chart = ChartBuilder::on(&top)
-        .caption("Confirmed purchases per second", ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..max_t, 0.0..max_tp * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("201/s")
-        .draw()?;
-    for (i, (name, (tput, _))) in data.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(tput.clone(), color))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()?;
-
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption("p99 latency (ms) per 250 ms window", ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..max_t, 0.0..max_lat * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("ms")
-        .draw()?;
-    for (i, (name, (_, p99))) in data.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(p99.clone(), color))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()?;
+    let names: Vec<String> = data.iter().map(|(n, _)| n.clone()).collect();
+    let tput: Vec<&Line> = data.iter().map(|(_, (t, _))| t).collect();
+    let p99: Vec<&Line> = data.iter().map(|(_, (_, l))| l).collect();
+    panel(
+        &top,
+        "Confirmed purchases per second",
+        "201/s",
+        max_t,
+        max_tp,
+        &names,
+        &tput,
+    )?;
+    panel(
+        &bottom,
+        "p99 latency (ms) per 250 ms window",
+        "ms",
+        max_t,
+        max_lat,
+        &names,
+        &p99,
+    )?;
     root.present()?;
     eprintln!("plot written to {}", path.display());
+    Ok(())
+}
+
+/// One chart: a line per run.
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    max_x: f64,
+    max_y: f64,
+    names: &[String],
+    lines: &[&Line],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..max_x, 0.0..max_y * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc(y_desc)
+        .draw()?;
+    for (i, (name, line)) in names.iter().zip(lines).enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(line.iter().copied(), color))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
     Ok(())
 }

@@ -149,32 +149,18 @@ impl Settings {
                 reason: "must be at least 24".into(),
             });
         }
-        let run_migrations = match parsed("RUN_MIGRATIONS", "true")?
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" => false,
-            other => {
-                return Err(SettingsError::Invalid {
-                    name: "RUN_MIGRATIONS",
+        let boolean = |name: &'static str, default: &str| -> Result<bool, SettingsError> {
+            match parsed(name, default)?.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Ok(true),
+                "false" | "0" | "no" => Ok(false),
+                other => Err(SettingsError::Invalid {
+                    name,
                     reason: format!("expected true or false, got {other:?}"),
-                });
+                }),
             }
         };
-        let single_flight = match parsed("SINGLE_FLIGHT", "true")?
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" => false,
-            other => {
-                return Err(SettingsError::Invalid {
-                    name: "SINGLE_FLIGHT",
-                    reason: format!("expected true or false, got {other:?}"),
-                });
-            }
-        };
+        let run_migrations = boolean("RUN_MIGRATIONS", "true")?;
+        let single_flight = boolean("SINGLE_FLIGHT", "true")?;
         let purchase = PurchaseSettings {
             batch_max: num::<usize>("BATCH_MAX", parsed("BATCH_MAX", "64")?)?.clamp(1, 1000),
             queue_capacity: num::<usize>("QUEUE_CAPACITY", parsed("QUEUE_CAPACITY", "4096")?)?
