@@ -4,15 +4,16 @@
 #   bash scripts/fuzz-http.sh
 #
 # Environment (all optional):
-#   FUZZ_HTTP_MAX_EXAMPLES  generated cases per operation and phase      (default 100)
+#   FUZZ_HTTP_MAX_EXAMPLES  generated cases per operation and phase      (default 300)
 #   FUZZ_HTTP_TIMEOUT       hard limit in seconds for each schemathesis pass (default 600)
 #   FUZZ_HTTP_SEED          schemathesis seed, to replay a run           (default: random)
 #
 # Steps: installs schemathesis (pinned) into .tools/venv when missing; makes sure Postgres and
 # Redis run (scripts/services.sh); creates a fresh database; builds and starts target/debug/origin
 # on a free 127.0.0.1 port with a unique Redis key prefix; seeds one SKU; runs schemathesis against
-# the live GET /openapi.json twice — once with the admin bearer token (so PUT /v1/admin/skus/{sku}
-# is exercised past auth) and once with no credentials — with the `not_a_server_error` check.
+# the live GET /openapi.json in three passes — the admin endpoint alone with the admin bearer token
+# (so PUT /v1/admin/skus/{sku} is exercised past auth), every operation with the token, every
+# operation without credentials — with the `not_a_server_error` check.
 # Then it checks that rejected requests changed nothing: the seeded SKU is unchanged, there is no
 # order and no idempotency record (every unsigned purchase must be refused with a 4xx), no SKU's
 # stock differs from its initial stock, and the SKUs in the database are exactly the seed plus
@@ -21,9 +22,10 @@
 # Reports (HAR files, schemathesis output, origin log) stay in target/fuzz-http/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
 SCHEMATHESIS_VERSION=4.32.5
-MAX_EXAMPLES=${FUZZ_HTTP_MAX_EXAMPLES:-100}
+MAX_EXAMPLES=${FUZZ_HTTP_MAX_EXAMPLES:-300}
 PASS_TIMEOUT=${FUZZ_HTTP_TIMEOUT:-600}
 VENV=.tools/venv
 OUT=target/fuzz-http
@@ -109,10 +111,14 @@ SEED_BEFORE=$(curl -s "$BASE/v1/skus/$SEED_SKU")
 
 # --- schemathesis ------------------------------------------------------------------------------
 # The schema says only "1..=64 of [A-Za-z0-9._-]" for {sku}, so most generated SKUs are refused
-# before the body is looked at. Dictionaries steer part of the cases to valid SKUs: fresh ones for
-# the admin PUTs (to reach body validation and the database), the seed for the anonymous pass and
-# for purchase bodies (whose refusals must leave it untouched).
+# before the body is looked at, and gives no bounds for the admin amounts. Dictionaries steer part
+# of the cases to valid values: fresh SKUs and in-range amounts for the admin PUTs (so generated
+# names reach the database), the seed SKU for the anonymous pass and for purchase bodies (whose
+# refusals must leave it untouched). The rest of each value is generated freely.
+# No persistent schemathesis state (it would otherwise write .schemathesis/ into the work tree).
 cat >"$OUT/admin.toml" <<EOF
+[cache]
+enabled = false
 [dictionaries.skus]
 values = ["fuzz-put-1", "fuzz-put-2", "A", "a.b_c-9", "$(printf 'Z%.0s' {1..64})"]
 [dictionaries.seed]
@@ -132,6 +138,8 @@ values = [1, 2, 2147483647]
 "body.max_per_user" = { dictionary = "caps", probability = 0.6 }
 EOF
 cat >"$OUT/anonymous.toml" <<EOF
+[cache]
+enabled = false
 [dictionaries.seed]
 values = ["$SEED_SKU"]
 [parameters]
@@ -145,8 +153,9 @@ run_pass() { # name, extra args...
   [[ -n ${FUZZ_HTTP_SEED:-} ]] && seed_args=(--seed "$FUZZ_HTTP_SEED")
   log "schemathesis pass '$name' (max $MAX_EXAMPLES examples per operation, ${PASS_TIMEOUT}s limit)"
   set +e
-  timeout --signal=INT --kill-after=30 "$PASS_TIMEOUT" \
-    "$VENV/bin/schemathesis" --config-file "$OUT/$name.toml" run "$BASE/openapi.json" \
+  # Run from $OUT, so nothing schemathesis writes lands in the work tree.
+  (cd "$OUT" && timeout --signal=INT --kill-after=30 "$PASS_TIMEOUT" \
+    "$ROOT/$VENV/bin/schemathesis" --config-file "$name.toml" run "$BASE/openapi.json" \
     --url "$BASE" \
     --checks not_a_server_error \
     --max-examples "$MAX_EXAMPLES" \
@@ -157,16 +166,22 @@ run_pass() { # name, extra args...
     --generation-database none \
     --generation-allow-x00 true \
     --no-color \
-    --report har --report-har-path "$OUT/$name.har" \
-    "${seed_args[@]}" "$@" >"$OUT/$name.txt" 2>&1
+    --report har --report-har-path "$name.har" \
+    "${seed_args[@]}" "$@" >"$name.txt" 2>&1)
   local rc=$?
   set -e
   tail -n 25 "$OUT/$name.txt" >&2
   return "$rc"
 }
 
+# Pass "admin": the admin endpoint alone (sharing one pass with the others, it gets only a fraction
+# of the examples), with the token. Pass "all": every operation, with the token too. Pass
+# "anonymous": every operation without credentials.
+cp "$OUT/admin.toml" "$OUT/all.toml"
 st_failed=0
-run_pass admin -H "Authorization: Bearer $ADMIN_TOKEN" || st_failed=1
+run_pass admin -H "Authorization: Bearer $ADMIN_TOKEN" \
+  --include-method PUT --include-path-regex '^/v1/admin/' || st_failed=1
+run_pass all -H "Authorization: Bearer $ADMIN_TOKEN" || st_failed=1
 run_pass anonymous || st_failed=1
 
 # --- state after the run ------------------------------------------------------------------------
@@ -182,7 +197,8 @@ from collections import Counter
 
 out, seed_sku, before, after, orders, records, moved, st_failed = sys.argv[1:]
 total, statuses, per_op, created, five = 0, Counter(), Counter(), set(), []
-for name in ("admin", "anonymous"):
+admin_ok, purchases, purchases_not_4xx = 0, 0, []
+for name in ("admin", "all", "anonymous"):
     try:
         entries = json.load(open(f"{out}/{name}.har"))["log"]["entries"]
     except (OSError, ValueError, KeyError) as e:
@@ -198,7 +214,12 @@ for name in ("admin", "anonymous"):
         if status >= 500:
             five.append(f'{req["method"]} {req["url"]} -> {status}')
         if req["method"] == "PUT" and path.startswith("/v1/admin/skus/") and 200 <= status < 300:
+            admin_ok += 1
             created.add(urllib.parse.unquote(path.rsplit("/", 1)[1]))
+        if req["method"] == "POST" and path == "/v1/purchases":
+            purchases += 1
+            if not 400 <= status < 500:
+                purchases_not_4xx.append(f'{req["url"]} -> {status}')
 
 in_db = set(open(f"{out}/skus-in-db.txt").read().split())
 problems = []
@@ -211,6 +232,8 @@ if records != "0":
 if moved != "0":
     problems.append(f"{moved} SKUs have stock != initial_stock")
 unexpected = in_db - created - {seed_sku}
+if purchases_not_4xx:
+    problems.append(f"unsigned purchases not refused with a 4xx: {purchases_not_4xx[:5]}")
 if unexpected:
     problems.append(f"SKUs in the database without a 2xx PUT: {sorted(unexpected)[:10]}")
 for line in five[:20]:
@@ -221,8 +244,9 @@ print("fuzz-http: per operation: " + ", ".join(f"{k}={v}" for k, v in sorted(per
 print("fuzz-http: by status class: " + ", ".join(f"{k // 100}xx={v}" for k, v in sorted(statuses.items())), file=sys.stderr)
 state = "unchanged by rejected requests" if not problems else "CHANGED"
 print(
-    f"fuzz-http summary: {total} requests, {len(five)} 5xx, {len(created)} SKUs created by accepted admin PUTs, "
-    f"seed stock unchanged={before == after}, orders={orders}, idempotency records={records}; state {state}"
+    f"fuzz-http summary: {total} requests, {len(five)} 5xx; {admin_ok} admin PUTs accepted ({len(created)} SKUs), "
+    f"{purchases} unsigned purchases all refused={not purchases_not_4xx}; seed unchanged={before == after}, "
+    f"orders={orders}, idempotency records={records}; state {state}"
 )
 sys.exit(1 if five or problems or st_failed != "0" else 0)
 PY

@@ -105,14 +105,20 @@ impl SkuUpsert {
 
     pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
         let map = object(body)?;
+        // NUL is refused: Postgres `text` cannot store it (the insert would fail as a 500).
         let name = match required(&map, "name")? {
-            Value::String(s) if !s.trim().is_empty() && s.chars().count() <= Self::MAX_NAME_LEN => {
+            Value::String(s)
+                if !s.trim().is_empty()
+                    && s.chars().count() <= Self::MAX_NAME_LEN
+                    && !s.contains('\0') =>
+            {
                 s.clone()
             }
             _ => {
                 return Err(BodyError::Field {
                     field: "name",
-                    reason: "must be a non-empty string of at most 200 characters".into(),
+                    reason: "must be a non-empty string of at most 200 characters, without NUL"
+                        .into(),
                 });
             }
         };
@@ -190,6 +196,7 @@ mod tests {
             br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":0}"#,
             br#"{"name":"S","price_cents":0.5,"stock":0,"max_per_user":1}"#,
             br#"{"name":"S","price_cents":0,"stock":0}"#,
+            br#"{"name":"a\u0000b","price_cents":0,"stock":0,"max_per_user":1}"#,
         ] {
             assert!(
                 SkuUpsert::from_json(bad).is_err(),

@@ -340,9 +340,8 @@ fn model_upsert(body: &[u8]) -> Option<(String, i64, i64, i32)> {
         return None;
     };
     let name = map.get("name")?.as_str()?;
-    let name_ok = !name.trim().is_empty()
-        && name.chars().count() <= 200
-        && !name.chars().any(char::is_control);
+    // Postgres `text` cannot hold NUL: a name with one must be refused, not fail at insert.
+    let name_ok = !name.trim().is_empty() && name.chars().count() <= 200 && !name.contains('\0');
     if !name_ok {
         return None;
     }
