@@ -22,6 +22,9 @@ bash scripts/check-deploy.sh
 echo "== workspace tests (real Postgres and redis-server)"
 cargo test --workspace --locked
 
+echo "== HTTP fuzzing of the origin from its OpenAPI description (schemathesis: no 5xx, state unchanged)"
+FUZZ_HTTP_MAX_EXAMPLES=${FUZZ_HTTP_MAX_EXAMPLES:-100} bash scripts/fuzz-http.sh
+
 if [[ -x scripts/test-edge.sh ]]; then
   echo "== edge: build in workerd and end-to-end tests against the real origin"
   bash scripts/test-edge.sh
