@@ -213,13 +213,7 @@ async fn an_origin_killed_mid_sale_loses_nothing_when_clients_retry_through_the_
     pool: PgPool,
 ) {
     let nodes = redis_nodes::RedisNodes::start(3).await;
-    let db: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&pool)
-        .await
-        .expect("db");
-    let base_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let (server, _) = base_url.rsplit_once('/').expect("url");
-    let url = format!("{server}/{db}");
+    let (db, url) = processes::database_of(&pool).await;
     let urls = nodes.urls().join(",");
     let prefix = format!("test:{db}");
     let env = [("RUN_MIGRATIONS", "false"), ("REQUEST_DEADLINE_MS", "5000")];
@@ -296,13 +290,7 @@ async fn an_origin_killed_mid_sale_loses_nothing_when_clients_retry_through_the_
 #[sqlx::test(migrations = "./migrations")]
 async fn an_origin_paused_past_its_lease_commits_nothing_stale(pool: PgPool) {
     let nodes = redis_nodes::RedisNodes::start(3).await;
-    let db: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&pool)
-        .await
-        .expect("db");
-    let base_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let (server, _) = base_url.rsplit_once('/').expect("url");
-    let url = format!("{server}/{db}");
+    let (db, url) = processes::database_of(&pool).await;
     let urls = nodes.urls().join(",");
     let prefix = format!("test:{db}");
     let env = [

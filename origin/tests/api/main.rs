@@ -7,6 +7,8 @@ mod concurrency;
 mod contention;
 mod faults;
 mod helpers;
+#[path = "../common/processes.rs"]
+mod processes;
 mod purchases;
 mod reconcile;
 #[path = "../common/redis_nodes.rs"]

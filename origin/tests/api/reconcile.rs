@@ -7,15 +7,10 @@ use sqlx::PgPool;
 use crate::helpers::{assert_problem, spawn_app};
 
 async fn run_reconcile(pool: &PgPool) -> (i32, String) {
-    let db: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(pool)
-        .await
-        .expect("db");
-    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let (server, _) = base.rsplit_once('/').expect("url with a database");
+    let (_, url) = crate::processes::database_of(pool).await;
     let out = Command::new(env!("CARGO_BIN_EXE_origin"))
         .arg("reconcile")
-        .env("DATABASE_URL", format!("{server}/{db}"))
+        .env("DATABASE_URL", url.clone())
         .env("RUST_LOG", "error")
         .output()
         .expect("run origin reconcile");

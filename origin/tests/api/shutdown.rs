@@ -12,19 +12,14 @@ use crate::helpers::{ADMIN_TOKEN, EDGE_SECRET, Purchase, wait_ready};
 
 #[sqlx::test(migrations = "./migrations")]
 async fn sigterm_under_load_loses_no_answer(pool: PgPool) {
-    let db: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&pool)
-        .await
-        .expect("db");
-    let base_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let (server, _) = base_url.rsplit_once('/').expect("url");
+    let (db, url) = crate::processes::database_of(&pool).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("port")
         .local_addr()
         .expect("addr")
         .port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_origin"))
-        .env("DATABASE_URL", format!("{server}/{db}"))
+        .env("DATABASE_URL", url.clone())
         .env("REDIS_URLS", "redis://127.0.0.1:6379")
         .env("REDIS_KEY_PREFIX", format!("test:{db}"))
         .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))

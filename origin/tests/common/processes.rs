@@ -10,6 +10,21 @@ use std::time::{Duration, Instant};
 pub(crate) const EDGE_SECRET: &str = "test-edge-secret-0123456789";
 pub(crate) const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
+/// The name and connection URL of the database behind a `#[sqlx::test]` pool (for processes
+/// started by the test, which need a URL rather than a pool).
+pub(crate) async fn database_of(pool: &sqlx::PgPool) -> (String, String) {
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await
+        .expect("current database");
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let (server, _) = base
+        .rsplit_once('/')
+        .expect("DATABASE_URL names a database");
+    let url = format!("{server}/{db}");
+    (db, url)
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
