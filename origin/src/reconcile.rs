@@ -6,6 +6,8 @@
 //! - units put on sale − units remaining == units in the generation's orders (no oversell, no
 //!   lost decrement);
 //! - no user holds more units of the generation than `max_per_user`;
+//! - each user's `user_units` counter (what the cap is enforced from) equals the units in the
+//!   user's orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
 //!   retention has its stored 201.
 
@@ -32,6 +34,13 @@ pub enum Discrepancy {
         user: String,
         units: i64,
         cap: i32,
+    },
+    /// A user's `user_units` counter disagrees with the units in the user's orders of the SKU.
+    CounterMismatch {
+        sku: String,
+        user: String,
+        counted: i64,
+        in_orders: i64,
     },
     /// A stored 201 whose order does not exist.
     AnswerWithoutOrder { user: String, key: String },
@@ -60,6 +69,15 @@ impl fmt::Display for Discrepancy {
             } => write!(
                 f,
                 "sku {sku}: a user holds {units} units above the cap {cap} (user {user})"
+            ),
+            Self::CounterMismatch {
+                sku,
+                user,
+                counted,
+                in_orders,
+            } => write!(
+                f,
+                "sku {sku}: the per-user counter says {counted} units but the user's orders hold {in_orders} (user {user})"
             ),
             Self::AnswerWithoutOrder { user, key } => {
                 write!(f, "stored 201 without an order (user {user}, key {key})")
@@ -113,6 +131,25 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
                 cap,
             }),
     );
+    let counters: Vec<(String, String, i64, i64)> = sqlx::query_as(
+        "SELECT COALESCE(c.sku, o.sku), COALESCE(c.user_id, o.user_id),
+                COALESCE(c.units, 0), COALESCE(o.units, 0)
+         FROM user_units c
+         FULL JOIN (SELECT sku, user_id, SUM(qty)::BIGINT AS units FROM orders GROUP BY sku, user_id) o
+           ON o.sku = c.sku AND o.user_id = c.user_id
+         WHERE COALESCE(c.units, 0) <> COALESCE(o.units, 0)
+         ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await?;
+    found.extend(counters.into_iter().map(|(sku, user, counted, in_orders)| {
+        Discrepancy::CounterMismatch {
+            sku,
+            user,
+            counted,
+            in_orders,
+        }
+    }));
     let orphans: Vec<(String, String)> = sqlx::query_as(
         "SELECT r.user_id, r.idempotency_key FROM idempotency_records r
          LEFT JOIN orders o ON o.order_id = r.order_id

@@ -295,10 +295,11 @@ pub async fn decide_batch(
         })
         .collect();
 
-    // Units each user already bought of this SKU (all generations).
+    // Units each user already bought of this SKU (all generations): the `user_units` counter,
+    // bumped by the write statement below in this same transaction.
     let mut bought: HashMap<String, i64> = if locked.is_some() {
         sqlx::query_as::<_, (String, i64)>(
-            "SELECT user_id, SUM(qty)::BIGINT FROM orders WHERE sku = $1 AND user_id = ANY($2) GROUP BY user_id",
+            "SELECT user_id, units FROM user_units WHERE sku = $1 AND user_id = ANY($2)",
         )
         .bind(sku.as_str())
         .bind(&users)
@@ -394,13 +395,17 @@ pub async fn decide_batch(
         .filter(|r| r.order_id.is_some())
         .collect();
     let units_sold: i64 = orders.iter().map(|r| i64::from(r.qty)).sum();
-    // Every write of the batch in one statement (one round trip): the orders, the stock
-    // decrement with the fencing token, and the stored answers. Foreign keys are checked at the
-    // end of the statement, when the orders exist.
+    // Every write of the batch in one statement (one round trip): the orders, the per-user
+    // counters, the stock decrement with the fencing token, and the stored answers. Foreign keys
+    // are checked at the end of the statement, when the orders exist.
     let stored: i64 = sqlx::query_scalar(
         "WITH new_orders AS (
              INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
              SELECT o, $1, $2, u, q, k, $3 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
+         ), counted AS (
+             INSERT INTO user_units (sku, user_id, units)
+             SELECT $1, u, SUM(q) FROM UNNEST($5::text[], $6::int[]) AS t(u, q) GROUP BY u
+             ON CONFLICT (sku, user_id) DO UPDATE SET units = user_units.units + EXCLUDED.units
          ), sold AS (
              UPDATE skus SET stock = stock - $8, fence = GREATEST(fence, $3), updated_at = now()
              WHERE sku = $1 AND $9

@@ -31,7 +31,8 @@ async fn reconcile_passes_a_clean_sale_and_reports_each_corruption(pool: PgPool)
     let (code, out) = run_reconcile(&pool).await;
     assert_eq!((code, out.trim()), (0, "reconciliation: ok"));
 
-    // Corrupt the books on purpose: a lost decrement, and a user pushed above the cap.
+    // Corrupt the books on purpose: a lost decrement, and an order moved to another user (above
+    // the cap, and out of step with the per-user counters).
     sqlx::query("UPDATE skus SET stock = stock + 1 WHERE sku = 'REC'")
         .execute(&pool)
         .await
@@ -50,7 +51,16 @@ async fn reconcile_passes_a_clean_sale_and_reports_each_corruption(pool: PgPool)
         out.contains("a user holds 3 units above the cap 2 (user bob)"),
         "{out}"
     );
-    assert!(out.contains("reconciliation: 2 discrepancies"), "{out}");
+    // Moving the order also left both users' cap counters disagreeing with their orders.
+    assert!(
+        out.contains("sku REC: the per-user counter says 2 units but the user's orders hold 3 (user bob)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("sku REC: the per-user counter says 1 units but the user's orders hold 0 (user alice)"),
+        "{out}"
+    );
+    assert!(out.contains("reconciliation: 4 discrepancies"), "{out}");
 }
 
 #[sqlx::test(migrations = "./migrations")]
