@@ -11,6 +11,7 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use crate::purchase::combiner::Context;
 use crate::purchase::soldout::SoldOutMarks;
@@ -73,11 +74,21 @@ impl Application {
         let listener = TcpListener::bind(settings.listen_addr)
             .await
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
+        let pseudonyms = match &settings.log_hash_key {
+            Some(key) => Pseudonyms::new(key.expose_secret().as_bytes()),
+            None => {
+                tracing::warn!(
+                    "LOG_HASH_KEY is not set: log pseudonyms of users and keys differ between processes"
+                );
+                Pseudonyms::random()
+            }
+        };
         let purge = tokio::spawn(maintenance_loop(
             pool.clone(),
             settings.idempotency_retention,
             settings.reconcile_interval,
             metrics.clone(),
+            pseudonyms.clone(),
         ));
         let state = AppState {
             pool,
@@ -87,6 +98,7 @@ impl Application {
             registry: Arc::new(registry),
             edge_secret: Arc::new(settings.edge_shared_secret.clone()),
             admin_token: Arc::new(settings.admin_token.clone()),
+            pseudonyms,
         };
         Ok(Self {
             listener,
@@ -129,6 +141,7 @@ async fn maintenance_loop(
     retention: Duration,
     reconcile_every: Duration,
     metrics: Arc<Metrics>,
+    pseudonyms: Pseudonyms,
 ) {
     let mut last_purge: Option<tokio::time::Instant> = None;
     let tick = if reconcile_every.is_zero() {
@@ -151,7 +164,7 @@ async fn maintenance_loop(
             match crate::reconcile::reconcile(&pool, retention).await {
                 Ok(found) => {
                     for d in &found {
-                        tracing::error!(discrepancy = %d, "reconciliation discrepancy");
+                        tracing::error!(discrepancy = %d.redacted(&pseudonyms), "reconciliation discrepancy");
                     }
                     metrics
                         .reconcile_discrepancies

@@ -11,6 +11,7 @@ pub mod body;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
+pub mod pseudonym;
 pub mod purchase;
 pub mod reconcile;
 pub mod redlock;

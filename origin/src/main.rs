@@ -3,6 +3,8 @@
 //! - `origin` — read settings from the environment, serve until SIGTERM/Ctrl-C.
 //! - `origin reconcile` — check the books (needs only `DATABASE_URL`); prints every discrepancy
 //!   and exits 1 if there is any, 2 if it cannot run.
+//! - `origin pseudonym USER [KEY]` — print the log pseudonyms of a user (and of one of their
+//!   idempotency keys) under `LOG_HASH_KEY`, to find a shopper's events in the logs.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,13 +17,37 @@ async fn main() -> anyhow::Result<ExitCode> {
     match std::env::args().nth(1).as_deref() {
         None | Some("serve") => {}
         Some("reconcile") => return Ok(reconcile().await),
-        Some(other) => anyhow::bail!("unknown command {other:?}; usage: origin [serve|reconcile]"),
+        Some("pseudonym") => return Ok(pseudonym()),
+        Some(other) => anyhow::bail!(
+            "unknown command {other:?}; usage: origin [serve|reconcile|pseudonym USER [KEY]]"
+        ),
     }
     let settings =
         origin::Settings::from_env().context("reading configuration from the environment")?;
     let app = origin::Application::build(settings).await?;
     app.run_until(origin::app::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn pseudonym() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let Ok(key) = std::env::var("LOG_HASH_KEY") else {
+        eprintln!("LOG_HASH_KEY is required (the one the origins log with)");
+        return ExitCode::from(2);
+    };
+    let pseudonyms = origin::pseudonym::Pseudonyms::new(key.as_bytes());
+    match args.as_slice() {
+        [user] => println!("user {}", pseudonyms.user(user)),
+        [user, key] => {
+            println!("user {}", pseudonyms.user(user));
+            println!("key {}", pseudonyms.key(user, key));
+        }
+        _ => {
+            eprintln!("usage: origin pseudonym USER [KEY]");
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 async fn reconcile() -> ExitCode {

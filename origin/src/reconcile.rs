@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::pseudonym::Pseudonyms;
 use crate::store::StoreError;
 
 /// One thing that does not add up.
@@ -86,6 +87,24 @@ impl fmt::Display for Discrepancy {
                 write!(f, "order {order_id} has no stored 201")
             }
         }
+    }
+}
+
+impl Discrepancy {
+    /// The same report with user ids and keys replaced by their pseudonyms, for logs.
+    pub fn redacted(&self, pseudonyms: &Pseudonyms) -> Self {
+        let mut d = self.clone();
+        match &mut d {
+            Self::AboveCap { user, .. } | Self::CounterMismatch { user, .. } => {
+                *user = pseudonyms.user(user).to_string();
+            }
+            Self::AnswerWithoutOrder { user, key } => {
+                *key = pseudonyms.key(user, key).to_string();
+                *user = pseudonyms.user(user).to_string();
+            }
+            Self::StockMismatch { .. } | Self::OrderWithoutAnswer { .. } => {}
+        }
+        d
     }
 }
 
@@ -178,4 +197,43 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .map(|(order_id,)| Discrepancy::OrderWithoutAnswer { order_id }),
     );
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacted_reports_name_users_and_keys_only_by_pseudonym() {
+        let p = Pseudonyms::new(b"test-log-hash-key");
+        let found = [
+            Discrepancy::AboveCap {
+                sku: "S".into(),
+                user: "alice@example.com".into(),
+                units: 3,
+                cap: 2,
+            },
+            Discrepancy::AnswerWithoutOrder {
+                user: "alice@example.com".into(),
+                key: "key-123".into(),
+            },
+        ];
+        for d in &found {
+            let shown = d.redacted(&p).to_string();
+            assert!(
+                !shown.contains("alice") && !shown.contains("key-123"),
+                "{shown}"
+            );
+            assert!(
+                shown.contains(&p.user("alice@example.com").to_string()),
+                "{shown}"
+            );
+        }
+        assert!(
+            found[1]
+                .redacted(&p)
+                .to_string()
+                .contains(&p.key("alice@example.com", "key-123").to_string())
+        );
+    }
 }

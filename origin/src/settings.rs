@@ -41,6 +41,11 @@ pub struct Settings {
     pub idempotency_retention: Duration,
     /// `RECONCILE_INTERVAL_SECS` (default 60, 0 = off): how often the server reconciles.
     pub reconcile_interval: Duration,
+    /// `LOG_HASH_KEY` (optional, at least 16 characters): key of the pseudonyms that stand for
+    /// user ids and idempotency keys in logs. Unset: a random key per process (pseudonyms then
+    /// differ between processes and restarts). Give every origin the same one to follow a shopper
+    /// across replicas.
+    pub log_hash_key: Option<SecretString>,
     /// Purchase pipeline tunables.
     pub purchase: PurchaseSettings,
 }
@@ -196,6 +201,10 @@ impl Settings {
                 "RECONCILE_INTERVAL_SECS",
                 parsed("RECONCILE_INTERVAL_SECS", "60")?,
             )?),
+            log_hash_key: match get("LOG_HASH_KEY").filter(|v| !v.is_empty()) {
+                None => None,
+                Some(_) => Some(secret("LOG_HASH_KEY")?),
+            },
             purchase,
         })
     }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use shared::{ErrorCode, Problem, Sku};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
 
 use super::soldout::SoldOutMarks;
 use crate::metrics::Metrics;
@@ -39,11 +40,19 @@ const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch that lost a race on an idempotency key (nothing was committed).
 const MAX_CONFLICT_RETRIES: u32 = 3;
 
+/// The batch transaction that decided an attempt: its id (also in the batch's audit event) and
+/// the fencing token of the lease it committed under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRef {
+    pub id: Uuid,
+    pub fence: u64,
+}
+
 /// What a waiter gets back.
 #[derive(Debug)]
 pub enum JobResult {
-    /// Decided (fresh, replay or key reuse).
-    Decided(Decision),
+    /// Decided (fresh, replay or key reuse) by a committed batch.
+    Decided(Decision, BatchRef),
     /// Answered from the sold-out mark, without lock or database.
     SoldOutFastPath(String),
     /// A dependency could not be had, or the deadline passed: 503, nothing stored.
@@ -114,15 +123,24 @@ impl Context {
         result
     }
 
-    /// Decides `attempts` in one transaction under `lease`, with the lease guard.
+    /// Decides `attempts` in one transaction under `lease`, with the lease guard, and writes the
+    /// batch's audit event.
     async fn decide(
         &self,
         sku: &Sku,
         attempts: &[Attempt],
         lease: &Lease,
+        batch: BatchRef,
     ) -> Result<store::BatchResult, StoreError> {
         let remaining = lease.remaining();
         if remaining < self.settings.commit_budget {
+            audit_batch(
+                sku,
+                batch,
+                attempts.len(),
+                &Err(StoreError::LeaseExpired),
+                0.0,
+            );
             return Err(StoreError::LeaseExpired);
         }
         let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
@@ -135,9 +153,9 @@ impl Context {
             Some(commit_by),
         )
         .await;
-        self.metrics
-            .db_transaction
-            .observe(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.db_transaction.observe(seconds);
+        audit_batch(sku, batch, attempts.len(), &result, seconds);
         if let Ok(res) = &result {
             self.metrics.batch_size.observe(attempts.len() as f64);
             self.metrics
@@ -329,11 +347,19 @@ impl Worker {
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         let mut conflicts = 0;
         loop {
-            match self.ctx.decide(&self.sku, &attempts, lease).await {
+            let batch_ref = BatchRef {
+                id: Uuid::now_v7(),
+                fence: lease.fence(),
+            };
+            match self
+                .ctx
+                .decide(&self.sku, &attempts, lease, batch_ref)
+                .await
+            {
                 Ok(result) => {
                     let sold_out = result.remaining == Some(0);
                     for (job, decision) in batch.into_iter().zip(result.decisions) {
-                        self.ctx.reply(job, JobResult::Decided(decision));
+                        self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
                     }
                     if sold_out {
                         self.ctx.marks.mark(&self.sku, &self.ctx.pool).await;
@@ -347,20 +373,17 @@ impl Worker {
                     } else {
                         self.ctx.metrics.lease_expired.inc();
                     }
-                    tracing::warn!(sku = %self.sku, error = %e, "batch not committed; lease lost or too short");
                     for job in batch.into_iter().rev() {
                         self.pending.push_front(job);
                     }
                     return BatchStep::LeaseGone;
                 }
-                Err(e @ (StoreError::Unavailable(_) | StoreError::Conflict)) => {
-                    tracing::warn!(sku = %self.sku, error = %e, "batch failed; answering 503");
+                Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
                     self.ctx
                         .reply_all(batch, || JobResult::Unavailable { shed: false });
                     return BatchStep::Done { sold_out: false };
                 }
-                Err(e @ StoreError::Unexpected(_)) => {
-                    tracing::error!(sku = %self.sku, error = %e, "batch failed");
+                Err(StoreError::Unexpected(_)) => {
                     self.ctx.reply_all(batch, || JobResult::Failed);
                     return BatchStep::Done { sold_out: false };
                 }
@@ -417,6 +440,68 @@ impl Worker {
     }
 }
 
+/// The audit event of one batch transaction: committed or not, and why. Together with the
+/// per-attempt `purchase decided` events (same `batch_id`) and the Redlock lease events (same
+/// `fence`), an incident can be replayed from the logs.
+fn audit_batch(
+    sku: &Sku,
+    batch: BatchRef,
+    size: usize,
+    result: &Result<store::BatchResult, StoreError>,
+    seconds: f64,
+) {
+    let tx_ms = seconds * 1000.0;
+    match result {
+        Ok(res) => tracing::info!(
+            target: "flashgate::audit",
+            event = "batch",
+            result = "committed",
+            sku = %sku,
+            batch_id = %batch.id,
+            fence = batch.fence,
+            size,
+            units_sold = res.units_sold,
+            remaining = res.remaining,
+            tx_ms,
+            "batch committed"
+        ),
+        Err(e @ StoreError::Unexpected(_)) => tracing::error!(
+            target: "flashgate::audit",
+            event = "batch",
+            result = batch_error_label(e),
+            sku = %sku,
+            batch_id = %batch.id,
+            fence = batch.fence,
+            size,
+            tx_ms,
+            error = %e,
+            "batch failed"
+        ),
+        Err(e) => tracing::warn!(
+            target: "flashgate::audit",
+            event = "batch",
+            result = batch_error_label(e),
+            sku = %sku,
+            batch_id = %batch.id,
+            fence = batch.fence,
+            size,
+            tx_ms,
+            error = %e,
+            "batch not committed"
+        ),
+    }
+}
+
+fn batch_error_label(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Conflict => "conflict",
+        StoreError::StaleFence { .. } => "stale_fence",
+        StoreError::LeaseExpired => "lease_expired",
+        StoreError::Unexpected(_) => "failed",
+    }
+}
+
 /// The body of a sold-out answer given from the mark.
 pub fn sold_out_body(sku: &Sku) -> String {
     Problem::new(ErrorCode::SoldOut, format!("{sku} is sold out")).to_json()
@@ -443,7 +528,11 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
                 };
             }
         };
-        let result = ctx.decide(&sku, &attempts, &lease).await;
+        let batch = BatchRef {
+            id: Uuid::now_v7(),
+            fence: lease.fence(),
+        };
+        let result = ctx.decide(&sku, &attempts, &lease, batch).await;
         let _ = ctx.lock.release(lease).await;
         match result {
             Ok(res) => {
@@ -454,21 +543,15 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
                     .decisions
                     .into_iter()
                     .next()
-                    .map_or(JobResult::Failed, JobResult::Decided);
+                    .map_or(JobResult::Failed, |d| JobResult::Decided(d, batch));
             }
             Err(
                 StoreError::Conflict | StoreError::StaleFence { .. } | StoreError::LeaseExpired,
             ) if conflicts < MAX_CONFLICT_RETRIES && Instant::now() < deadline => {
                 conflicts += 1;
             }
-            Err(StoreError::Unexpected(e)) => {
-                tracing::error!(sku = %sku, error = %e, "purchase failed");
-                return JobResult::Failed;
-            }
-            Err(e) => {
-                tracing::warn!(sku = %sku, error = %e, "purchase failed; answering 503");
-                return JobResult::Unavailable { shed: false };
-            }
+            Err(StoreError::Unexpected(_)) => return JobResult::Failed,
+            Err(_) => return JobResult::Unavailable { shed: false },
         }
     }
 }

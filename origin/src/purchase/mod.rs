@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 use crate::metrics::Metrics;
 use crate::problem::ApiError;
 use crate::store::{Attempt, Decision, StoredAnswer};
+pub use combiner::BatchRef;
 use combiner::{Combiners, Job, JobResult};
 use inflight::{Busy, InFlight};
 use soldout::SoldOutMarks;
@@ -33,6 +34,17 @@ pub struct PurchaseAnswer {
     pub body: String,
     /// Whether this replays a stored answer (`Idempotent-Replayed: true`).
     pub replayed: bool,
+    /// What decided it, for the audit log.
+    pub decided_by: DecidedBy,
+}
+
+/// What decided a purchase attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// A committed batch transaction.
+    Batch(BatchRef),
+    /// The sold-out mark: no lock, no database.
+    SoldOutMark,
 }
 
 /// Decides purchase attempts. Cheap to clone.
@@ -83,6 +95,7 @@ impl PurchaseService {
                     status: 409,
                     body: combiner::sold_out_body(&attempt.request.sku),
                     replayed: false,
+                    decided_by: DecidedBy::SoldOutMark,
                 });
             }
         }
@@ -106,13 +119,16 @@ impl PurchaseService {
             combiner::decide_alone(ctx, attempt, deadline).await
         };
         match result {
-            JobResult::Decided(Decision::Fresh { answer, .. }) => Ok(sent(answer, false)),
-            JobResult::Decided(Decision::Replay(answer)) => Ok(sent(answer, true)),
-            JobResult::Decided(Decision::KeyReused) => Err(key_reused()),
+            JobResult::Decided(Decision::Fresh { answer, .. }, batch) => {
+                Ok(sent(answer, false, batch))
+            }
+            JobResult::Decided(Decision::Replay(answer), batch) => Ok(sent(answer, true, batch)),
+            JobResult::Decided(Decision::KeyReused, _) => Err(key_reused()),
             JobResult::SoldOutFastPath(body) => Ok(PurchaseAnswer {
                 status: 409,
                 body,
                 replayed: false,
+                decided_by: DecidedBy::SoldOutMark,
             }),
             JobResult::Unavailable { shed: true } => Err(overloaded()),
             JobResult::Unavailable { shed: false } => Err(ApiError::new(
@@ -124,11 +140,12 @@ impl PurchaseService {
     }
 }
 
-fn sent(answer: StoredAnswer, replayed: bool) -> PurchaseAnswer {
+fn sent(answer: StoredAnswer, replayed: bool, batch: BatchRef) -> PurchaseAnswer {
     PurchaseAnswer {
         status: answer.status,
         body: answer.body,
         replayed,
+        decided_by: DecidedBy::Batch(batch),
     }
 }
 

@@ -24,6 +24,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::metrics::Metrics;
 use crate::problem::ApiError;
+use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use crate::redlock::Redlock;
 
@@ -37,6 +38,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub edge_secret: Arc<SecretString>,
     pub admin_token: Arc<SecretString>,
+    /// Keyed hashes standing for user ids and keys in logs.
+    pub pseudonyms: Pseudonyms,
 }
 
 /// The whole router.

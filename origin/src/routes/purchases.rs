@@ -12,6 +12,7 @@ use shared::{ErrorCode, IdempotencyKey, PurchaseRequest};
 
 use super::AppState;
 use crate::problem::{ApiError, problem_response};
+use crate::purchase::DecidedBy;
 use crate::store::Attempt;
 use crate::{auth, body};
 
@@ -78,7 +79,24 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
     };
     let request = PurchaseRequest::from_json(&bytes)?;
     let sku = request.sku.clone();
-    let answer = app.purchases.submit(Attempt { user, key, request }).await?;
+    // From here on the shopper and the key appear in logs only as pseudonyms.
+    let (who, key_ref) = (
+        app.pseudonyms.user(user.as_str()),
+        app.pseudonyms.key(user.as_str(), key.as_str()),
+    );
+    let answer = match app.purchases.submit(Attempt { user, key, request }).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::info!(
+                target: "flashgate::audit",
+                event = "purchase",
+                sku = %sku, user = %who, key = %key_ref,
+                outcome = e.code().as_str(), status = e.code().status(),
+                "purchase not decided"
+            );
+            return Err(e);
+        }
+    };
 
     let outcome = if answer.replayed {
         "replayed"
@@ -88,7 +106,18 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         serde_json::from_str::<shared::Problem>(&answer.body).map_or("unknown", |p| p.code.as_str())
     };
     app.metrics.count_outcome(outcome);
-    tracing::info!(sku = %sku, outcome, status = answer.status, "purchase answered");
+    let (decided_by, batch_id, fence) = match answer.decided_by {
+        DecidedBy::Batch(b) => ("batch", Some(b.id), Some(b.fence)),
+        DecidedBy::SoldOutMark => ("sold_out_mark", None, None),
+    };
+    tracing::info!(
+        target: "flashgate::audit",
+        event = "purchase",
+        sku = %sku, user = %who, key = %key_ref,
+        outcome, status = answer.status,
+        decided_by, batch_id = batch_id.map(tracing::field::display), fence,
+        "purchase decided"
+    );
     let mut res = if answer.status == 201 {
         let mut res = (StatusCode::CREATED, answer.body).into_response();
         res.headers_mut().insert(

@@ -53,11 +53,15 @@ async fn reconcile_passes_a_clean_sale_and_reports_each_corruption(pool: PgPool)
     );
     // Moving the order also left both users' cap counters disagreeing with their orders.
     assert!(
-        out.contains("sku REC: the per-user counter says 2 units but the user's orders hold 3 (user bob)"),
+        out.contains(
+            "sku REC: the per-user counter says 2 units but the user's orders hold 3 (user bob)"
+        ),
         "{out}"
     );
     assert!(
-        out.contains("sku REC: the per-user counter says 1 units but the user's orders hold 0 (user alice)"),
+        out.contains(
+            "sku REC: the per-user counter says 1 units but the user's orders hold 0 (user alice)"
+        ),
         "{out}"
     );
     assert!(out.contains("reconciliation: 4 discrepancies"), "{out}");

@@ -50,6 +50,30 @@ impl OriginProcess {
         extra: &[(&str, &str)],
         wait: bool,
     ) -> Self {
+        Self::start_with_output(database_url, redis_urls, prefix, extra, wait, None).await
+    }
+
+    /// Like [`OriginProcess::start`], with the process's stdout and stderr (its logs) appended
+    /// to `log`.
+    #[allow(dead_code)]
+    pub(crate) async fn start_logged(
+        database_url: &str,
+        redis_urls: &str,
+        prefix: &str,
+        extra: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Self {
+        Self::start_with_output(database_url, redis_urls, prefix, extra, true, Some(log)).await
+    }
+
+    async fn start_with_output(
+        database_url: &str,
+        redis_urls: &str,
+        prefix: &str,
+        extra: &[(&str, &str)],
+        wait: bool,
+        log: Option<&std::path::Path>,
+    ) -> Self {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_origin"));
         cmd.env("DATABASE_URL", database_url)
@@ -58,9 +82,20 @@ impl OriginProcess {
             .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
             .env("EDGE_SHARED_SECRET", EDGE_SECRET)
             .env("ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .env("RUST_LOG", "warn");
+        match log {
+            None => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("open log");
+                cmd.stdout(file.try_clone().expect("log")).stderr(file);
+            }
+        }
         for (k, v) in extra {
             cmd.env(k, v);
         }
