@@ -68,6 +68,7 @@ pub fn skus(query: &[(String, String)]) -> Result<Vec<Sku>, Reply> {
 
 /// The `200` body of a warmup.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema), schema(as = WarmupReport))]
 pub struct Report {
     /// SKUs fetched and cached.
     pub warmed: Vec<String>,

@@ -33,7 +33,7 @@ async fn handle(req: &mut Request, env: &Env) -> Reply {
         Route::Purchase => purchase::handle(req, env, &settings).await,
         Route::SkuView(sku) => skus::view(req, &settings, &sku).await,
         Route::Warmup => skus::warmup(req, &settings).await,
-        Route::Healthz | Route::MethodNotAllowed(_) | Route::NotFound => {
+        Route::Healthz | Route::OpenApi | Route::MethodNotAllowed(_) | Route::NotFound => {
             Reply::problem(ErrorCode::NotFound, "no such route")
         }
     }

@@ -1,0 +1,132 @@
+//! The OpenAPI 3.1 description of the edge's HTTP API — what shoppers, probes and ops call —
+//! generated with utoipa from the shared wire types and the route annotations below. The edge
+//! serves it at `GET /openapi.json` from the committed copy `docs/openapi-edge.json` (embedded at
+//! build time, so the Worker carries no generator); a native test fails when the committed copy
+//! and this generator differ. Built natively only (the wasm build has no utoipa).
+//!
+//! The functions below exist to carry the annotations; the real handlers are the runtime
+//! adapters (`runtime::entry`), which dispatch on [`crate::routes::route`].
+
+#![allow(dead_code)]
+
+use utoipa::OpenApi;
+
+/// Buy `qty` units of `sku` as the shopper named by the token's `sub`.
+#[utoipa::path(
+    post, path = "/v1/purchases", tag = "purchases",
+    request_body(content = shared::PurchaseRequest, description = "Unknown fields are ignored; at most 16 KiB"),
+    params(
+        ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form; retry with the same key"),
+        ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
+    ),
+    security(("shopper_token" = [])),
+    responses(
+        (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay). Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
+        (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn purchase() {}
+
+/// A SKU's public view, from the data center's cache (`Flashgate-Cache: HIT`/`MISS`).
+#[utoipa::path(
+    get, path = "/v1/skus/{sku}", tag = "catalogue",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    responses(
+        (status = 200, description = "The view; `Cache-Control: public, max-age=SKU_CACHE_TTL_SECS`", body = shared::SkuView),
+        (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn sku_view() {}
+
+/// Primes this data center's cache (views and sold-out facts) for up to 50 SKUs.
+#[utoipa::path(
+    get, path = "/warmup", tag = "operations",
+    params(("sku" = Vec<String>, Query, description = "Repeat for several SKUs: `?sku=A&sku=B`", explode = true)),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "What was primed", body = crate::warmup::Report),
+        (status = 400, description = "`invalid_request`: no SKU, a malformed one, or too many", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`: missing or wrong admin token", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn warmup() {}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ok\"}`")))]
+fn healthz() {}
+
+/// This description.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 description", content_type = "application/json")))]
+fn openapi_json() {}
+
+/// The edge API description.
+#[derive(OpenApi, Debug)]
+#[openapi(
+    info(
+        title = "Flashgate edge",
+        description = "The shopper-facing API of the Flashgate Cloudflare Worker. It authenticates shoppers, \
+            applies per-user rate limits and idempotency, refuses sold-out SKUs from its cache, and forwards the \
+            surviving purchase attempts, signed, to the origin. Every error is application/problem+json (RFC 9457) \
+            with a stable `code`; 429 and 503 carry Retry-After.",
+        license(name = "Apache-2.0")
+    ),
+    paths(purchase, sku_view, warmup, healthz, openapi_json),
+    components(schemas(
+        shared::PurchaseRequest,
+        shared::PurchaseResponse,
+        shared::SkuView,
+        shared::Problem,
+        shared::ErrorCode,
+        crate::warmup::Report
+    )),
+    modifiers(&Security),
+    tags((name = "purchases"), (name = "catalogue"), (name = "operations"))
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "shopper_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "HS256 JWT signed with SESSION_SECRET; `sub` is the shopper id, `exp` required, `nbf` honoured",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("ADMIN_TOKEN"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The description as pretty JSON (what `docs/openapi-edge.json` holds).
+pub fn json() -> String {
+    ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|_| String::from("{}"))
+}
