@@ -29,7 +29,7 @@ pub(crate) async fn readyz(State(app): State<AppState>) -> Result<&'static str, 
 }
 
 /// `GET /metrics`: Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "OpenMetrics 1.0 text exposition (Prometheus scrapes it)", body = String, content_type = "application/openmetrics-text")))]
 pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, &app.registry) {
@@ -37,7 +37,7 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
             StatusCode::OK,
             [(
                 header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
             body,
         )

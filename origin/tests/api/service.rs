@@ -23,6 +23,20 @@ async fn health_ready_and_metrics(pool: PgPool) {
     assert_eq!(ready.status(), 200);
     app.put_sku("M", 5, 5).await;
     assert_eq!(app.buy("alice", "k", "M", 1).await.status(), 201);
+    let res = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(
+        res.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "the exposition is OpenMetrics (it ends with # EOF) and must say so"
+    );
+    assert!(res.text().await.expect("text").ends_with("# EOF\n"));
     let text = app.metrics().await;
     assert!(text.contains("origin_purchase_requests_total 1"), "{text}");
     assert!(
