@@ -18,10 +18,16 @@ pub(crate) async fn database_of(pool: &sqlx::PgPool) -> (String, String) {
         .await
         .expect("current database");
     let base = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    // Keep the query (e.g. `sslmode`), replace the database.
+    let (base, query) = base.split_once('?').unwrap_or((base.as_str(), ""));
     let (server, _) = base
         .rsplit_once('/')
         .expect("DATABASE_URL names a database");
-    let url = format!("{server}/{db}");
+    let url = if query.is_empty() {
+        format!("{server}/{db}")
+    } else {
+        format!("{server}/{db}?{query}")
+    };
     (db, url)
 }
 
