@@ -165,6 +165,16 @@ impl RedlockMetrics {
         }
     }
 
+    /// A node whose breaker was open is gone (its lock was dropped): it no longer counts.
+    pub(crate) fn breaker_dropped(&self, node: &str, addr: &str) {
+        self.breaker_open
+            .get_or_create(&BreakerLabel {
+                node: node.to_owned(),
+                addr: addr.to_owned(),
+            })
+            .dec();
+    }
+
     /// A breaker opened (`open`) or closed.
     pub(crate) fn breaker_moved(&self, node: &str, addr: &str, open: bool) {
         let label = BreakerLabel {

@@ -242,6 +242,15 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+impl Drop for Node {
+    fn drop(&mut self) {
+        // Keep `redlock_node_breaker_open` a count of live clients skipping the node.
+        if !self.is_admitted() {
+            self.metrics.breaker_dropped(&self.label, &self.addr);
+        }
+    }
+}
+
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Not the connection: its Debug would print the URL's password.
