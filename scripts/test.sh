@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/services.sh
-export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+# Loopback: no TLS (see .cargo/config.toml).
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 echo "== format and lints"

@@ -19,6 +19,7 @@ use crate::redlock::{Redlock, RedlockConfig};
 use crate::routes::{self, AppState};
 use crate::settings::Settings;
 use crate::store;
+use crate::tls::{self, RedisTls};
 
 /// How often stored idempotency outcomes older than the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
@@ -35,12 +36,17 @@ impl Application {
     /// Connects, migrates (unless disabled) and binds. Postgres and Redis may be down: the pool
     /// and the lock connect lazily and requests answer 503 until they are back.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let pool = store::pool(
+        tls::install_crypto_provider();
+        let options = store::connect_options(
             settings.database_url.expose_secret(),
-            settings.db_max_connections,
-            settings.db_acquire_timeout,
+            &settings.database_tls,
         )
         .context("invalid DATABASE_URL")?;
+        let pool = store::pool_with(
+            options,
+            settings.db_max_connections,
+            settings.db_acquire_timeout,
+        );
         Self::build_with_pool(settings, pool).await
     }
 
@@ -52,17 +58,25 @@ impl Application {
                 .await
                 .context("running database migrations")?;
         }
+        tls::install_crypto_provider();
         let (metrics, registry) = Metrics::new();
         let metrics = Arc::new(metrics);
-        let lock = Redlock::connect(
-            &settings.redis_urls,
-            RedlockConfig::default(),
-            metrics.redlock.clone(),
-        )
-        .await
-        .context("configuring Redlock from REDIS_URLS")?;
-        let marks = SoldOutMarks::new(&settings.redis_urls, &settings.redis_key_prefix)
-            .context("invalid REDIS_URLS")?;
+        let redis_tls =
+            RedisTls::load(&settings.redis_tls).context("loading the Redis TLS files")?;
+        let clients = redis_tls
+            .clients(&settings.redis_urls)
+            .context("configuring the Redis nodes")?;
+        let breaker = &settings.redlock_breaker;
+        let config = RedlockConfig {
+            breaker_failure_threshold: breaker.failure_threshold,
+            breaker_base_backoff: breaker.base_backoff,
+            breaker_max_backoff: breaker.max_backoff,
+            ..RedlockConfig::default()
+        };
+        let lock = Redlock::connect_clients(clients.clone(), config, metrics.redlock.clone())
+            .await
+            .context("configuring Redlock from REDIS_URLS")?;
+        let marks = SoldOutMarks::from_clients(clients, &settings.redis_key_prefix);
         let purchases = PurchaseService::new(Context {
             pool: pool.clone(),
             lock: lock.clone(),

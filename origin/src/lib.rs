@@ -19,6 +19,7 @@ pub mod routes;
 pub mod settings;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 
 pub use app::Application;
 pub use settings::Settings;

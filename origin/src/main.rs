@@ -59,8 +59,19 @@ async fn reconcile() -> ExitCode {
         .ok()
         .and_then(|h| h.parse().ok())
         .unwrap_or(24);
-    let pool = match origin::store::pool(&url, 2, Duration::from_secs(5)) {
-        Ok(pool) => pool,
+    let tls = match origin::settings::DatabaseTlsSettings::from_lookup(
+        |name| std::env::var(name).ok(),
+        &url,
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    origin::tls::install_crypto_provider();
+    let pool = match origin::store::connect_options(&url, &tls) {
+        Ok(options) => origin::store::pool_with(options, 2, Duration::from_secs(5)),
         Err(e) => {
             eprintln!("invalid DATABASE_URL: {e}");
             return ExitCode::from(2);

@@ -2,6 +2,7 @@
 //! in the README's configuration table; secrets are wrapped so they never print.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -14,6 +15,10 @@ pub enum SettingsError {
     Missing(&'static str),
     #[error("environment variable {name} is invalid: {reason}")]
     Invalid { name: &'static str, reason: String },
+    /// TLS is configured, yet this variable would connect in plaintext (or without checking
+    /// the server's certificate).
+    #[error("environment variable {name} is refused: {reason}")]
+    PlaintextRefused { name: &'static str, reason: String },
 }
 
 /// The whole origin configuration.
@@ -21,8 +26,16 @@ pub enum SettingsError {
 pub struct Settings {
     /// `DATABASE_URL`: Postgres connection string.
     pub database_url: SecretString,
-    /// `REDIS_URLS`: comma-separated `redis://` URLs, one per independent Redlock node.
+    /// `DATABASE_TLS` / `DATABASE_CA_FILE`: TLS required for Postgres, and how verified.
+    pub database_tls: DatabaseTlsSettings,
+    /// `REDIS_URLS`: comma-separated `redis://` or `rediss://` URLs, one per independent
+    /// Redlock node.
     pub redis_urls: Vec<String>,
+    /// `REDIS_CA_FILE`, `REDIS_CLIENT_CERT_FILE`, `REDIS_CLIENT_KEY_FILE`: TLS material for
+    /// `rediss://` nodes.
+    pub redis_tls: RedisTlsSettings,
+    /// `REDLOCK_BREAKER_*`: the per-node circuit breaker of the lock.
+    pub redlock_breaker: BreakerSettings,
     /// `LISTEN_ADDR`: where the HTTP server binds (default `127.0.0.1:8080`; port 0 = any).
     pub listen_addr: SocketAddr,
     /// `EDGE_SHARED_SECRET`: HMAC key the edge signs purchase requests with.
@@ -48,6 +61,123 @@ pub struct Settings {
     pub log_hash_key: Option<SecretString>,
     /// Purchase pipeline tunables.
     pub purchase: PurchaseSettings,
+}
+
+/// TLS to Postgres, beyond what `DATABASE_URL` says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatabaseTlsSettings {
+    /// `DATABASE_TLS`: unset = `DATABASE_URL` decides (sqlx's default `sslmode` is `prefer`).
+    pub mode: Option<DatabaseTls>,
+    /// `DATABASE_CA_FILE`: PEM bundle the server's certificate must chain to (`sslrootcert`);
+    /// only with `DATABASE_TLS=verify-full`.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `DATABASE_TLS`: how much TLS Postgres connections must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseTls {
+    /// Encrypted, server certificate not checked (`sslmode=require`).
+    Require,
+    /// Encrypted, certificate chained to a trusted CA and naming the host
+    /// (`sslmode=verify-full`).
+    VerifyFull,
+}
+
+impl DatabaseTlsSettings {
+    /// Reads `DATABASE_TLS` and `DATABASE_CA_FILE` through `get`, and checks them against the
+    /// `sslmode` of `database_url`: with `DATABASE_TLS` set, a URL asking for less
+    /// (`disable`, `allow`, `prefer`, or `require` under `verify-full`) is refused.
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        database_url: &str,
+    ) -> Result<Self, SettingsError> {
+        let mode = match get("DATABASE_TLS").filter(|v| !v.is_empty()).as_deref() {
+            None => None,
+            Some("require") => Some(DatabaseTls::Require),
+            Some("verify-full") => Some(DatabaseTls::VerifyFull),
+            Some(other) => {
+                return Err(SettingsError::Invalid {
+                    name: "DATABASE_TLS",
+                    reason: format!("expected require or verify-full, got {other:?}"),
+                });
+            }
+        };
+        let ca_file = get("DATABASE_CA_FILE")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        if ca_file.is_some() && mode != Some(DatabaseTls::VerifyFull) {
+            return Err(SettingsError::Invalid {
+                name: "DATABASE_CA_FILE",
+                reason: "is only used with DATABASE_TLS=verify-full".into(),
+            });
+        }
+        if let Some(mode) = mode {
+            let url_mode = url_sslmode(database_url);
+            let enough = matches!(
+                (mode, url_mode.as_deref()),
+                (_, None)
+                    | (DatabaseTls::VerifyFull, Some("verify-full"))
+                    | (
+                        DatabaseTls::Require,
+                        Some("require" | "verify-ca" | "verify-full")
+                    )
+            );
+            if !enough {
+                return Err(SettingsError::PlaintextRefused {
+                    name: "DATABASE_URL",
+                    reason: format!(
+                        "its sslmode={} is weaker than DATABASE_TLS={}",
+                        url_mode.unwrap_or_default(),
+                        match mode {
+                            DatabaseTls::Require => "require",
+                            DatabaseTls::VerifyFull => "verify-full",
+                        }
+                    ),
+                });
+            }
+        }
+        Ok(Self { mode, ca_file })
+    }
+}
+
+/// The `sslmode` (or `ssl-mode`) query parameter of a Postgres URL, lowercased.
+fn url_sslmode(url: &str) -> Option<String> {
+    let (_, query) = url.split_once('?')?;
+    let query = query.split('#').next().unwrap_or_default();
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        matches!(key, "sslmode" | "ssl-mode").then(|| value.to_ascii_lowercase())
+    })
+}
+
+/// TLS material for `rediss://` nodes (files read at startup by [`crate::tls::RedisTls`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisTlsSettings {
+    /// `REDIS_CA_FILE`: PEM bundle the nodes' certificates must chain to (default: the
+    /// system's roots).
+    pub ca_file: Option<PathBuf>,
+    /// `REDIS_CLIENT_CERT_FILE`: PEM client certificate chain, for mutual TLS.
+    pub client_cert_file: Option<PathBuf>,
+    /// `REDIS_CLIENT_KEY_FILE`: PEM private key of the client certificate.
+    pub client_key_file: Option<PathBuf>,
+}
+
+impl RedisTlsSettings {
+    /// Whether any TLS file is configured.
+    pub fn any_file(&self) -> bool {
+        self.ca_file.is_some() || self.client_cert_file.is_some() || self.client_key_file.is_some()
+    }
+}
+
+/// The Redlock per-node circuit breaker (see `origin::redlock`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// `REDLOCK_BREAKER_FAILURES` (default 3): consecutive failures that open a node's breaker.
+    pub failure_threshold: u32,
+    /// `REDLOCK_BREAKER_BACKOFF_MS` (default 100): first back-off of an open breaker.
+    pub base_backoff: Duration,
+    /// `REDLOCK_BREAKER_MAX_BACKOFF_MS` (default 2000): longest back-off.
+    pub max_backoff: Duration,
 }
 
 /// Tunables of the per-SKU purchase pipeline.
@@ -144,6 +274,41 @@ impl Settings {
                 });
             }
         }
+        let path = |name: &'static str| get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let redis_tls = RedisTlsSettings {
+            ca_file: path("REDIS_CA_FILE"),
+            client_cert_file: path("REDIS_CLIENT_CERT_FILE"),
+            client_key_file: path("REDIS_CLIENT_KEY_FILE"),
+        };
+        check_redis_tls(&redis_urls, &redis_tls)?;
+        let redlock_breaker = BreakerSettings {
+            failure_threshold: num(
+                "REDLOCK_BREAKER_FAILURES",
+                parsed("REDLOCK_BREAKER_FAILURES", "3")?,
+            )?,
+            base_backoff: millis("REDLOCK_BREAKER_BACKOFF_MS", "100")?,
+            max_backoff: millis("REDLOCK_BREAKER_MAX_BACKOFF_MS", "2000")?,
+        };
+        if redlock_breaker.failure_threshold == 0 {
+            return Err(SettingsError::Invalid {
+                name: "REDLOCK_BREAKER_FAILURES",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if redlock_breaker.base_backoff.is_zero()
+            || redlock_breaker.base_backoff > redlock_breaker.max_backoff
+        {
+            return Err(SettingsError::Invalid {
+                name: "REDLOCK_BREAKER_BACKOFF_MS",
+                reason: "must be at least 1 and at most REDLOCK_BREAKER_MAX_BACKOFF_MS".into(),
+            });
+        }
+        if redlock_breaker.max_backoff > Duration::from_secs(3600) {
+            return Err(SettingsError::Invalid {
+                name: "REDLOCK_BREAKER_MAX_BACKOFF_MS",
+                reason: "must be at most one hour".into(),
+            });
+        }
         let retention_hours: u64 = num(
             "IDEMPOTENCY_RETENTION_HOURS",
             parsed("IDEMPOTENCY_RETENTION_HOURS", "24")?,
@@ -182,9 +347,14 @@ impl Settings {
                 reason: "must be below LOCK_TTL_MS".into(),
             });
         }
+        let database_url = required("DATABASE_URL")?;
+        let database_tls = DatabaseTlsSettings::from_lookup(&get, &database_url)?;
         Ok(Self {
-            database_url: SecretString::from(required("DATABASE_URL")?),
+            database_url: SecretString::from(database_url),
+            database_tls,
             redis_urls,
+            redis_tls,
+            redlock_breaker,
             listen_addr: num("LISTEN_ADDR", parsed("LISTEN_ADDR", "127.0.0.1:8080")?)?,
             edge_shared_secret: secret("EDGE_SHARED_SECRET")?,
             admin_token: secret("ADMIN_TOKEN")?,
@@ -208,6 +378,36 @@ impl Settings {
             purchase,
         })
     }
+}
+
+/// Redis TLS rules: a client certificate comes with its key; once TLS is configured (a TLS file
+/// or any `rediss://` URL) every URL must be `rediss://`; certificate checks cannot be turned
+/// off (`#insecure`). URLs are named by index, never printed (they may carry passwords).
+fn check_redis_tls(urls: &[String], tls: &RedisTlsSettings) -> Result<(), SettingsError> {
+    if tls.client_cert_file.is_some() != tls.client_key_file.is_some() {
+        return Err(SettingsError::Invalid {
+            name: "REDIS_CLIENT_CERT_FILE",
+            reason: "REDIS_CLIENT_CERT_FILE and REDIS_CLIENT_KEY_FILE go together".into(),
+        });
+    }
+    if let Some(index) = urls.iter().position(|url| url.ends_with("#insecure")) {
+        return Err(SettingsError::PlaintextRefused {
+            name: "REDIS_URLS",
+            reason: format!("URL #{index} turns certificate verification off (#insecure)"),
+        });
+    }
+    let tls_configured = tls.any_file() || urls.iter().any(|url| url.starts_with("rediss://"));
+    if let Some(index) = urls.iter().position(|url| url.starts_with("redis://")) {
+        if tls_configured {
+            return Err(SettingsError::PlaintextRefused {
+                name: "REDIS_URLS",
+                reason: format!(
+                    "URL #{index} is plaintext redis:// while TLS is configured; use rediss:// for every node"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -256,5 +456,137 @@ mod tests {
         let mut short = BASE.to_vec();
         short[2] = ("EDGE_SHARED_SECRET", "short");
         assert!(Settings::from_lookup(env(&short)).is_err());
+    }
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Result<Settings, SettingsError> {
+        let mut pairs = BASE.to_vec();
+        for (k, v) in extra {
+            pairs.retain(|(name, _)| name != k);
+            pairs.push((k, v));
+        }
+        Settings::from_lookup(env(&pairs))
+    }
+
+    fn refused(result: Result<Settings, SettingsError>, name: &str) {
+        match result {
+            Err(SettingsError::PlaintextRefused { name: n, .. }) if n == name => {}
+            other => panic!("expected {name} refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn redis_tls_refuses_plaintext_and_disabled_verification() {
+        let tls = with(&[
+            ("REDIS_URLS", "rediss://a:6379,rediss://:pw@b:6379"),
+            ("REDIS_CA_FILE", "/etc/ca.pem"),
+        ])
+        .expect("all rediss");
+        assert_eq!(tls.redis_tls.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        // A CA file, yet one node is plaintext.
+        refused(with(&[("REDIS_CA_FILE", "/etc/ca.pem")]), "REDIS_URLS");
+        // Mixed schemes.
+        let mixed = with(&[("REDIS_URLS", "rediss://a:6379,redis://:hunter2@b:6379")]);
+        let Err(error) = mixed else {
+            panic!("mixed schemes accepted")
+        };
+        assert!(
+            matches!(error, SettingsError::PlaintextRefused { .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("#1"), "{error}");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
+        refused(
+            with(&[("REDIS_URLS", "rediss://a:6379/#insecure")]),
+            "REDIS_URLS",
+        );
+        // A client certificate without its key.
+        let half = with(&[
+            ("REDIS_URLS", "rediss://a:6379"),
+            ("REDIS_CLIENT_CERT_FILE", "/etc/client.pem"),
+        ]);
+        assert!(
+            matches!(half, Err(SettingsError::Invalid { .. })),
+            "{half:?}"
+        );
+        // No TLS anywhere: plaintext is the operator's choice.
+        assert!(with(&[]).expect("plaintext").redis_tls == RedisTlsSettings::default());
+    }
+
+    #[test]
+    fn database_tls_refuses_weaker_sslmodes() {
+        let url = |u: &'static str| ("DATABASE_URL", u);
+        let s = with(&[
+            ("DATABASE_TLS", "verify-full"),
+            ("DATABASE_CA_FILE", "/ca.pem"),
+        ])
+        .expect("no sslmode in the URL: DATABASE_TLS applies");
+        assert_eq!(s.database_tls.mode, Some(DatabaseTls::VerifyFull));
+        with(&[
+            url("postgres://h/db?sslmode=verify-full"),
+            ("DATABASE_TLS", "verify-full"),
+        ])
+        .expect("same mode");
+        with(&[
+            url("postgres://h/db?application_name=x&sslmode=verify-ca"),
+            ("DATABASE_TLS", "require"),
+        ])
+        .expect("stronger than required");
+        for weak in [
+            "postgres://h/db?sslmode=disable",
+            "postgres://h/db?sslmode=prefer",
+            "postgres://h/db?ssl-mode=allow",
+            "postgres://h/db?sslmode=require",
+        ] {
+            refused(
+                with(&[url(weak), ("DATABASE_TLS", "verify-full")]),
+                "DATABASE_URL",
+            );
+        }
+        refused(
+            with(&[
+                url("postgres://h/db?sslmode=DISABLE"),
+                ("DATABASE_TLS", "require"),
+            ]),
+            "DATABASE_URL",
+        );
+        // Unset: the URL decides, even sslmode=disable.
+        with(&[url("postgres://h/db?sslmode=disable")]).expect("no TLS configured");
+        // A CA without verification would be a false sense of security.
+        assert!(matches!(
+            with(&[("DATABASE_CA_FILE", "/ca.pem")]),
+            Err(SettingsError::Invalid {
+                name: "DATABASE_CA_FILE",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(&[("DATABASE_TLS", "on")]),
+            Err(SettingsError::Invalid {
+                name: "DATABASE_TLS",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn breaker_settings_default_and_validate() {
+        let s = with(&[]).expect("defaults");
+        assert_eq!(
+            s.redlock_breaker,
+            BreakerSettings {
+                failure_threshold: 3,
+                base_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(2),
+            }
+        );
+        for bad in [
+            ("REDLOCK_BREAKER_FAILURES", "0"),
+            ("REDLOCK_BREAKER_BACKOFF_MS", "0"),
+            ("REDLOCK_BREAKER_BACKOFF_MS", "5000"),
+            ("REDLOCK_BREAKER_MAX_BACKOFF_MS", "x"),
+        ] {
+            let err = with(&[bad]).expect_err("invalid breaker setting");
+            assert!(err.to_string().contains(bad.0), "{err}");
+        }
     }
 }

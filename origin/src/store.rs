@@ -8,6 +8,7 @@
 //! impossible, and the fencing token refuses a stale lock holder's batch.
 
 use std::collections::HashMap;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use shared::{
@@ -15,7 +16,10 @@ use shared::{
     UserId,
 };
 use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use uuid::Uuid;
+
+use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 
 /// One purchase attempt, parsed and authenticated.
 #[derive(Debug, Clone)]
@@ -124,10 +128,44 @@ pub fn pool(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
+    let options = connect_options(url, &DatabaseTlsSettings::default())?;
+    Ok(pool_with(options, max_connections, acquire_timeout))
+}
+
+/// `url` with the TLS the settings require: `DATABASE_TLS` sets `sslmode` (the settings have
+/// already refused a URL asking for less) and `DATABASE_CA_FILE` sets `sslrootcert`.
+pub fn connect_options(
+    url: &str,
+    tls: &DatabaseTlsSettings,
+) -> Result<PgConnectOptions, sqlx::Error> {
+    let mut options = PgConnectOptions::from_str(url)?;
+    match tls.mode {
+        // Keep a stricter mode the URL asked for (verify-ca / verify-full).
+        None | Some(DatabaseTls::Require)
+            if matches!(
+                options.get_ssl_mode(),
+                PgSslMode::VerifyCa | PgSslMode::VerifyFull
+            ) => {}
+        None => {}
+        Some(DatabaseTls::Require) => options = options.ssl_mode(PgSslMode::Require),
+        Some(DatabaseTls::VerifyFull) => options = options.ssl_mode(PgSslMode::VerifyFull),
+    }
+    if let Some(ca) = &tls.ca_file {
+        options = options.ssl_root_cert(ca);
+    }
+    Ok(options)
+}
+
+/// A lazily connecting pool over `options`.
+pub fn pool_with(
+    options: PgConnectOptions,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> PgPool {
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
-        .connect_lazy(url)
+        .connect_lazy_with(options)
 }
 
 #[derive(sqlx::FromRow)]

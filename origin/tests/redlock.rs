@@ -860,6 +860,265 @@ async fn metrics_are_exported_under_the_documented_names() {
     );
 }
 
+/// Value of the sample of `name` whose labels include all of `labels` (e.g. `node="2"`).
+fn labelled(registry: &Registry, name: &str, labels: &[&str]) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text.lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+            let (set, value) = rest.split_once("} ")?;
+            let set: Vec<&str> = set.split(',').collect();
+            labels
+                .iter()
+                .all(|l| set.contains(l))
+                .then(|| value.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no sample {name}{labels:?} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_is_skipped_by_its_breaker_and_readmitted_after_restart() {
+    let mut nodes = RedisNodes::start(3).await;
+    let mut registry = Registry::default();
+    let metrics = RedlockMetrics::register(&mut registry);
+    let config = RedlockConfig {
+        breaker_failure_threshold: 3,
+        breaker_base_backoff: Duration::from_millis(100),
+        breaker_max_backoff: Duration::from_millis(500),
+        ..config()
+    };
+    let lock = Redlock::connect(&nodes.urls(), config, metrics)
+        .await
+        .expect("config");
+    wait_all_ready(&lock).await;
+    let addr = format!("addr=\"127.0.0.1:{}\"", nodes.port(2));
+    let node2 = [r#"node="2""#, addr.as_str()];
+    let open = |r: &Registry| labelled(r, "redlock_node_breaker_open", &node2);
+    let errors = |r: &Registry| labelled(r, "redlock_node_errors_total", &node2[..1]);
+    let transitions = |r: &Registry, to: &str| {
+        labelled(
+            r,
+            "redlock_node_breaker_transitions_total",
+            &[node2[0], node2[1], to],
+        )
+    };
+    let opened = |r: &Registry| transitions(r, r#"to="open""#);
+    let closed = |r: &Registry| transitions(r, r#"to="closed""#);
+    assert_eq!(open(&registry), 0.0, "closed while the node answers");
+
+    nodes.kill(2);
+    // Calls to the dead node fail (refused reconnects, or the per-node timeout); three failures
+    // in a row open its breaker. Acquires are decided by the two others meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut cycles = 0;
+    while open(&registry) == 0.0 {
+        assert!(Instant::now() < deadline, "the breaker never opened");
+        cycles += 1;
+        let lease = lock
+            .acquire(&format!("b:{cycles}"), TTL)
+            .await
+            .expect("2 of 3 is a quorum");
+        lock.release(lease).await.expect("release");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(opened(&registry), 1.0);
+    // Calls sent before it opened end within their timeout (at most 1 s here).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let errors_when_opened = errors(&registry);
+    assert!(errors_when_opened >= 3.0, "{errors_when_opened}");
+
+    // Open: acquires succeed on the two others and never touch the dead node (its error count
+    // stands still, while the background probes keep failing and re-opening it).
+    for i in 0..100 {
+        let mut lease = lock
+            .acquire(&format!("skip:{i}"), TTL)
+            .await
+            .expect("acquire with the node skipped");
+        lock.extend(&mut lease, TTL).await.expect("extend");
+        lock.release(lease).await.expect("release");
+    }
+    // Had any call gone to the dead node, it would have failed by now (releases finish theirs
+    // in the background, within the 1 s timeout).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        errors(&registry),
+        errors_when_opened,
+        "operations still contacted the dead node"
+    );
+    assert_eq!(open(&registry), 1.0);
+    assert_eq!(
+        opened(&registry),
+        1.0,
+        "a failed probe is not a new opening"
+    );
+    assert_eq!(closed(&registry), 0.0);
+
+    // Back on the same port (empty): a probe readmits it within the back-off cap.
+    nodes.restart(2).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open(&registry) != 0.0 {
+        assert!(Instant::now() < deadline, "the breaker never closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(closed(&registry), 1.0);
+    // The probe started its restart guard; once over, node 2 votes again: with node 0 gone,
+    // nodes 1 and 2 must make the quorum, and node 2 holds the lock.
+    wait_all_ready(&lock).await;
+    nodes.kill(0);
+    let lease = within(Duration::from_secs(20), lock.acquire("readmitted", TTL))
+        .await
+        .expect("node 2 votes again");
+    assert!(lock_key_exists(&nodes, 2, "readmitted").await);
+    lock.release(lease).await.expect("release");
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("capture").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Self;
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
+}
+
+impl Captured {
+    /// The audit events of `resources`, in order.
+    fn events(&self, resources: &[&str]) -> Vec<serde_json::Value> {
+        let bytes = self.0.lock().expect("capture").clone();
+        String::from_utf8(bytes)
+            .expect("utf-8 logs")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+            .filter(|event: &serde_json::Value| {
+                event["resource"]
+                    .as_str()
+                    .is_some_and(|r| resources.contains(&r))
+            })
+            .collect()
+    }
+}
+
+/// The audit events of the whole test binary, as JSON lines. A global subscriber: a scoped one
+/// (`set_default`) misses events when other tests' threads race it for callsite registration.
+fn audit_log() -> &'static Captured {
+    static LOG: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_target(true)
+            .with_writer(captured.clone())
+            .with_env_filter(origin::redlock::AUDIT_TARGET)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        captured
+    })
+}
+
+/// One audit event per call, with what an incident review needs: op, resource, result, fence,
+/// batch id, nodes, timings — and never the token.
+#[tokio::test]
+async fn every_lock_call_is_one_audit_event() {
+    const MINE: [&str; 2] = ["sku:AUDIT", "sku:DOWN"];
+    let captured = audit_log();
+    let mut nodes = RedisNodes::start(3).await;
+    let lock = connect(&nodes, config()).await;
+    let other = connect(&nodes, config()).await;
+    wait_all_ready(&lock).await;
+
+    let mut lease = lock
+        .with_batch_id("batch-7")
+        .try_acquire("sku:AUDIT", TTL)
+        .await
+        .expect("acquire");
+    let refused = other.try_acquire("sku:AUDIT", TTL).await;
+    assert!(
+        matches!(refused, Err(RedlockError::Contended)),
+        "{refused:?}"
+    );
+    lease.set_batch_id("batch-8");
+    lock.extend(&mut lease, TTL).await.expect("extend");
+    let fence = lease.fence();
+    lock.release(lease).await.expect("release");
+    nodes.kill(0);
+    nodes.kill(1);
+    let unreachable = lock.try_acquire("sku:DOWN", TTL).await;
+    assert!(
+        matches!(unreachable, Err(RedlockError::Unreachable { .. })),
+        "{unreachable:?}"
+    );
+
+    let events = captured.events(&MINE);
+    let summary: Vec<(String, String)> = events
+        .iter()
+        .map(|e| (e["op"].to_string(), e["result"].to_string()))
+        .collect();
+    assert_eq!(events.len(), 5, "{summary:?}");
+    for event in &events {
+        assert_eq!(event["target"], "flashgate::audit", "{event}");
+        assert!(event["elapsed_ms"].is_u64(), "{event}");
+        assert!(event.get("token").is_none(), "{event}");
+    }
+    let (acquired, contended, extended, released, down) =
+        (&events[0], &events[1], &events[2], &events[3], &events[4]);
+    assert_eq!(acquired["op"], "acquire");
+    assert_eq!(acquired["resource"], "sku:AUDIT");
+    assert_eq!(acquired["result"], "acquired");
+    assert_eq!(acquired["fence"], fence);
+    assert_eq!(acquired["batch_id"], "batch-7");
+    assert_eq!(acquired["attempts"], 1);
+    // The nodes that granted before the attempt was decided: at least a quorum.
+    let granted = acquired["granted"].as_str().expect("granted");
+    assert!(
+        granted.split(',').count() >= 2 && granted.split(',').all(|n| ["0", "1", "2"].contains(&n)),
+        "{acquired}"
+    );
+    assert!(
+        acquired["validity_ms"]
+            .as_u64()
+            .is_some_and(|v| v > 0 && v <= 2000),
+        "{acquired}"
+    );
+
+    assert_eq!(contended["op"], "acquire");
+    assert_eq!(contended["result"], "contended");
+    assert!(
+        contended.get("fence").is_none(),
+        "no fence without a lease: {contended}"
+    );
+    assert!(contended.get("batch_id").is_none(), "{contended}");
+
+    assert_eq!(extended["op"], "extend");
+    assert_eq!(extended["result"], "extended");
+    assert_eq!(extended["fence"], fence);
+    assert_eq!(extended["batch_id"], "batch-8", "the lease's current batch");
+    assert!(
+        extended["validity_ms"].as_u64().is_some_and(|v| v > 1000),
+        "{extended}"
+    );
+
+    assert_eq!(released["op"], "release");
+    assert_eq!(released["result"], "released");
+    assert_eq!(released["fence"], fence);
+    assert_eq!(released["resource"], "sku:AUDIT");
+
+    assert_eq!(down["result"], "unreachable");
+    assert_eq!(down["resource"], "sku:DOWN");
+}
+
 /// Value of an unlabelled sample in the text exposition.
 fn metric(registry: &Registry, name: &str) -> f64 {
     let mut text = String::new();

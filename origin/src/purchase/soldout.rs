@@ -76,20 +76,27 @@ pub struct SoldOutMarks {
 
 impl SoldOutMarks {
     pub fn new(urls: &[String], prefix: &str) -> Result<Self, redis::RedisError> {
-        let nodes = urls
+        let clients = urls
             .iter()
-            .map(|u| {
-                Ok(Node {
-                    client: redis::Client::open(u.as_str())?,
-                    conn: OnceCell::new(),
-                })
-            })
+            .map(|u| redis::Client::open(u.as_str()))
             .collect::<Result<_, redis::RedisError>>()?;
-        Ok(Self {
+        Ok(Self::from_clients(clients, prefix))
+    }
+
+    /// Over already built clients (e.g. TLS ones), one per node.
+    pub fn from_clients(clients: Vec<redis::Client>, prefix: &str) -> Self {
+        let nodes = clients
+            .into_iter()
+            .map(|client| Node {
+                client,
+                conn: OnceCell::new(),
+            })
+            .collect();
+        Self {
             nodes,
             prefix: prefix.to_owned(),
             local: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     fn key(&self, sku: &Sku) -> String {

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use redis::{FromRedisValue, ScriptInvocation};
 
+use super::audit::{self, AcquireRecord, LeaseRecord};
 use super::backoff::Backoff;
 use super::config::{RedlockConfig, Ttl};
 use super::error::{ConfigError, RedlockError};
@@ -23,6 +24,9 @@ use super::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
 #[derive(Clone)]
 pub struct Redlock {
     inner: Arc<Inner>,
+    /// Carried into the audit events of this handle's calls and into the leases it acquires
+    /// ([`Redlock::with_batch_id`]).
+    batch_id: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -70,7 +74,9 @@ enum Stragglers {
 }
 
 impl Redlock {
-    /// Builds the lock over `urls` (one `redis://` URL per independent node). Fails only for an
+    /// Builds the lock over `urls` (one `redis://` or `rediss://` URL per independent node;
+    /// TLS then verifies against the system's roots — for a private CA or client certificates
+    /// build the clients yourself and use [`Redlock::connect_clients`]). Fails only for an
     /// invalid configuration or URL: connections are made lazily and re-made in the background,
     /// so this succeeds even when some or all nodes are down. A background task then connects to
     /// every node, loads the scripts and starts the restart guard of nodes that are new or came
@@ -80,8 +86,27 @@ impl Redlock {
         config: RedlockConfig,
         metrics: RedlockMetrics,
     ) -> Result<Self, RedlockError> {
+        let clients = urls
+            .iter()
+            .enumerate()
+            .map(|(index, url)| {
+                redis::Client::open(url.as_str())
+                    .map_err(|source| ConfigError::InvalidUrl { index, source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::connect_clients(clients, config, metrics).await
+    }
+
+    /// Like [`Redlock::connect`], over already built clients (one per node, in order), e.g.
+    /// `redis::Client::build_with_tls` ones.
+    pub async fn connect_clients(
+        clients: Vec<redis::Client>,
+        config: RedlockConfig,
+        metrics: RedlockMetrics,
+    ) -> Result<Self, RedlockError> {
         config.validate()?;
-        let nodes = Node::open_all(urls, &config, &metrics)?;
+        let probe = Arc::new(health_invocation(&config));
+        let nodes = Node::open_all(clients, &config, &metrics, &probe)?;
         let quorum = nodes.len() / 2 + 1;
         let redlock = Self {
             inner: Arc::new(Inner {
@@ -90,6 +115,7 @@ impl Redlock {
                 config,
                 metrics,
             }),
+            batch_id: None,
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let warm = redlock.clone();
@@ -97,6 +123,17 @@ impl Redlock {
             runtime.spawn(async move { warm.warm_up().await });
         }
         Ok(redlock)
+    }
+
+    /// A handle on the same lock whose calls carry `batch_id` in their audit events (target
+    /// `flashgate::audit`), as do the leases it acquires, in their extend and release events
+    /// ([`Lease::set_batch_id`] changes it for later batches under the same lease). Cheap: the
+    /// connections are shared.
+    pub fn with_batch_id(&self, batch_id: impl fmt::Display) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            batch_id: Some(Arc::from(batch_id.to_string())),
+        }
     }
 
     /// Votes needed: `N / 2 + 1`.
@@ -152,12 +189,27 @@ impl Redlock {
     /// (the lease keeps its current validity); [`RedlockError::ValidityTooShort`] if the nodes
     /// extended it but the extension took the whole new TTL.
     pub async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), RedlockError> {
-        let ttl = self.inner.config.check_ttl(ttl)?;
-        let result = self.extend_inner(lease, ttl).await;
+        let started = Instant::now();
+        let result = match self.inner.config.check_ttl(ttl) {
+            Ok(ttl) => self.extend_inner(lease, ttl).await,
+            Err(error) => Err(error.into()),
+        };
         if let Err(error) = &result {
             self.inner.metrics.extend_failed();
             tracing::debug!(key = lease.key(), %error, "redlock extend failed");
         }
+        audit::lease(&LeaseRecord {
+            op: "extend",
+            resource: lease.key(),
+            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
+            result: match &result {
+                Ok(()) => "extended",
+                Err(error) => error_result(error),
+            },
+            fence: lease.fence(),
+            validity: lease.remaining(),
+            elapsed: started.elapsed(),
+        });
         result
     }
 
@@ -168,6 +220,7 @@ impl Redlock {
     /// work may have overlapped another holder's); [`RedlockError::Unreachable`] if fewer than a
     /// quorum of nodes answered (the lock then expires by its TTL there).
     pub async fn release(&self, lease: Lease) -> Result<(), RedlockError> {
+        let started = Instant::now();
         let remaining = lease.remaining();
         self.inner.metrics.released(remaining.as_secs_f64());
         let keys = self.keys(lease.key());
@@ -178,7 +231,7 @@ impl Redlock {
         invocation.key(&keys.lock).arg(lease.token());
         let confirmations = self
             .confirm(
-                self.all_nodes(),
+                self.admitted_nodes(),
                 self.inner.quorum,
                 invocation,
                 timeout,
@@ -186,13 +239,26 @@ impl Redlock {
                 Stragglers::Finish,
             )
             .await;
-        if remaining.is_zero() {
+        let result = if remaining.is_zero() {
             Err(RedlockError::Lost)
         } else if confirmations.answered() < self.inner.quorum {
             Err(self.unreachable(confirmations.answered()))
         } else {
             Ok(())
-        }
+        };
+        audit::lease(&LeaseRecord {
+            op: "release",
+            resource: lease.key(),
+            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
+            result: match &result {
+                Ok(()) => "released",
+                Err(error) => error_result(error),
+            },
+            fence: lease.fence(),
+            validity: remaining,
+            elapsed: started.elapsed(),
+        });
+        result
     }
 
     /// Whether a quorum of nodes answers and can vote (is not in its restart recovery window),
@@ -264,6 +330,39 @@ impl Redlock {
         deadline: Option<Instant>,
     ) -> Result<Lease, RedlockError> {
         let started = Instant::now();
+        let mut attempts = 0_u32;
+        let mut granted = Vec::new();
+        let result = self
+            .acquire_attempts(key, ttl, deadline, &mut attempts, &mut granted)
+            .await;
+        let lease_fence = result.as_ref().ok().map(Lease::fence);
+        audit::acquire(&AcquireRecord {
+            resource: key,
+            batch_id: self.batch_id.as_deref(),
+            result: match &result {
+                Ok(_) => "acquired",
+                Err(error) => error_result(error),
+            },
+            fence: lease_fence,
+            attempts,
+            granted: &granted,
+            validity: result.as_ref().ok().map(Lease::remaining),
+            elapsed: started.elapsed(),
+        });
+        result.map(|lease| lease.with_batch_id(self.batch_id.clone()))
+    }
+
+    /// The retry loop of [`Redlock::acquire_inner`], counting attempts and keeping the nodes
+    /// that granted the last one.
+    async fn acquire_attempts(
+        &self,
+        key: &str,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        attempts: &mut u32,
+        granted: &mut Vec<usize>,
+    ) -> Result<Lease, RedlockError> {
+        let started = Instant::now();
         if key.is_empty() {
             return Err(ConfigError::EmptyKey.into());
         }
@@ -272,7 +371,8 @@ impl Redlock {
         let config = &self.inner.config;
         let mut backoff = Backoff::new(config.retry_base_delay, config.retry_max_delay);
         let result = loop {
-            let attempt = self.attempt(key, &keys, ttl).await;
+            *attempts += 1;
+            let attempt = self.attempt(key, &keys, ttl, granted).await;
             let Err(error) = attempt else { break attempt };
             let Some(deadline) = deadline else {
                 break Err(error);
@@ -300,7 +400,13 @@ impl Redlock {
     /// One attempt: the acquire script on every node in parallel, decided the moment a quorum is
     /// certain or impossible; then the fence is settled and validity checked. A failed attempt
     /// releases whatever it acquired before returning.
-    async fn attempt(&self, key: &str, keys: &Keys, ttl: Ttl) -> Result<Lease, RedlockError> {
+    async fn attempt(
+        &self,
+        key: &str,
+        keys: &Keys,
+        ttl: Ttl,
+        granted: &mut Vec<usize>,
+    ) -> Result<Lease, RedlockError> {
         let inner = &*self.inner;
         inner.metrics.attempt();
         let token = format!("{:032x}", rand::random::<u128>());
@@ -327,7 +433,6 @@ impl Redlock {
                 .iter()
                 .map(|node| async move {
                     if skip.contains(&node.index) {
-                        node.probe_if_due(inner.config.node_timeout_max);
                         return (node.index, Vote::Skipped);
                     }
                     let vote = match node.run::<(i64, i64)>(invocation, timeout).await {
@@ -346,6 +451,8 @@ impl Redlock {
                 }
             }
         }
+        granted.clear();
+        granted.extend(self.all_nodes().filter(|index| tally.granted_by(*index)));
         if let Err(refusal) = tally.final_outcome() {
             self.clean_up(keys, &token, timeout, &tally).await;
             return Err(match refusal {
@@ -418,7 +525,7 @@ impl Redlock {
             .arg(ttl.millis);
         let confirmations = self
             .confirm(
-                self.all_nodes(),
+                self.admitted_nodes(),
                 inner.quorum,
                 invocation,
                 timeout,
@@ -446,7 +553,12 @@ impl Redlock {
             // A quorum no longer has our token: the lease is gone. Drop what is left of it so
             // that others need not wait for the TTL.
             lease.mark_lost(now);
-            self.release_in_background(&keys, lease.token(), timeout, self.all_nodes());
+            self.release_in_background(
+                &keys,
+                lease.token(),
+                timeout,
+                self.admitted_nodes().into_iter(),
+            );
             return Err(RedlockError::Lost);
         }
         Err(self.unreachable(confirmations.answered()))
@@ -547,23 +659,32 @@ impl Redlock {
         confirmations
     }
 
-    /// Suspect nodes (circuit breaker open) that an acquire need not wait for: all of them as
-    /// long as the other nodes can still make a quorum on their own, none otherwise (then
-    /// skipping could only turn a slow answer into a certain failure, e.g. when an overloaded
-    /// machine made every node time out once).
+    /// Nodes whose circuit breaker is open, which operations do not contact: all of them as
+    /// long as the other nodes can still make a quorum on their own, none otherwise. Skipping
+    /// then could only turn every attempt into a certain failure, and a machine-wide stall,
+    /// which fails every node at once, would become an outage for a whole back-off; contacting
+    /// them costs at most one per-node timeout while the lock is unavailable anyway.
     fn nodes_to_skip(&self) -> Vec<usize> {
-        let suspects: Vec<usize> = self
+        let open: Vec<usize> = self
             .inner
             .nodes
             .iter()
-            .filter(|node| node.is_suspect())
+            .filter(|node| !node.is_admitted())
             .map(|node| node.index)
             .collect();
-        if self.inner.nodes.len() - suspects.len() >= self.inner.quorum {
-            suspects
+        if self.inner.nodes.len() - open.len() >= self.inner.quorum {
+            open
         } else {
             Vec::new()
         }
+    }
+
+    /// Every node except those [`Redlock::nodes_to_skip`] leaves out.
+    fn admitted_nodes(&self) -> Vec<usize> {
+        let skip = self.nodes_to_skip();
+        self.all_nodes()
+            .filter(|index| !skip.contains(index))
+            .collect()
     }
 
     fn all_nodes(&self) -> std::ops::Range<usize> {
@@ -586,23 +707,44 @@ impl Redlock {
         }
     }
 
-    /// The per-node incarnation marker and recovery flag of the restart guard.
     fn marker_keys(&self) -> (String, String) {
-        let prefix = &self.inner.config.key_prefix;
-        (
-            format!("{prefix}node:incarnation"),
-            format!("{prefix}node:recovering"),
-        )
+        marker_keys(&self.inner.config)
     }
 
     fn health_invocation(&self) -> ScriptInvocation<'static> {
-        let (marker, recovering) = self.marker_keys();
-        let mut invocation = scripts::HEALTH.prepare_invoke();
-        invocation
-            .key(marker)
-            .key(recovering)
-            .arg(self.inner.config.recovery_millis());
-        invocation
+        health_invocation(&self.inner.config)
+    }
+}
+
+/// The per-node incarnation marker and recovery flag of the restart guard.
+fn marker_keys(config: &RedlockConfig) -> (String, String) {
+    let prefix = &config.key_prefix;
+    (
+        format!("{prefix}node:incarnation"),
+        format!("{prefix}node:recovering"),
+    )
+}
+
+/// The health script's call: replies 0 when the node can vote, else the ms left in its
+/// recovery window (which it starts on a node that is new or came back empty).
+fn health_invocation(config: &RedlockConfig) -> ScriptInvocation<'static> {
+    let (marker, recovering) = marker_keys(config);
+    let mut invocation = scripts::HEALTH.prepare_invoke();
+    invocation
+        .key(marker)
+        .key(recovering)
+        .arg(config.recovery_millis());
+    invocation
+}
+
+/// The audit `result` of a failed call.
+fn error_result(error: &RedlockError) -> &'static str {
+    match error {
+        RedlockError::Contended => "contended",
+        RedlockError::Unreachable { .. } => "unreachable",
+        RedlockError::ValidityTooShort => "validity_too_short",
+        RedlockError::Lost => "lost",
+        RedlockError::InvalidConfig(_) => "invalid",
     }
 }
 

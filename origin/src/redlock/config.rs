@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::breaker::BreakerConfig;
 use super::error::ConfigError;
 
 /// The longest TTL [`RedlockConfig::max_ttl`] may be set to. Redis takes milliseconds as a
@@ -57,6 +58,15 @@ pub struct RedlockConfig {
     pub retry_max_delay: Duration,
     /// Timeout of one TCP connection attempt to a node (reconnects happen in the background).
     pub connect_timeout: Duration,
+    /// Consecutive failures (errors or timeouts, not refusals) after which a node's circuit
+    /// breaker opens and operations stop contacting it. At least 1.
+    pub breaker_failure_threshold: u32,
+    /// First back-off of an open breaker; it doubles with every failed probe (jittered), up to
+    /// `breaker_max_backoff`. Non-zero.
+    pub breaker_base_backoff: Duration,
+    /// Longest back-off of an open breaker, i.e. the longest a node that came back stays
+    /// skipped before a probe readmits it. At least `breaker_base_backoff`.
+    pub breaker_max_backoff: Duration,
 }
 
 impl Default for RedlockConfig {
@@ -74,6 +84,9 @@ impl Default for RedlockConfig {
             retry_base_delay: Duration::from_millis(5),
             retry_max_delay: Duration::from_millis(100),
             connect_timeout: Duration::from_millis(500),
+            breaker_failure_threshold: 3,
+            breaker_base_backoff: Duration::from_millis(100),
+            breaker_max_backoff: Duration::from_secs(2),
         }
     }
 }
@@ -129,7 +142,30 @@ impl RedlockConfig {
         if self.connect_timeout.is_zero() {
             return bad("connect_timeout", "must be non-zero");
         }
+        if self.breaker_failure_threshold == 0 {
+            return bad("breaker_failure_threshold", "must be at least 1");
+        }
+        if self.breaker_base_backoff.is_zero()
+            || self.breaker_base_backoff > self.breaker_max_backoff
+        {
+            return bad(
+                "breaker_base_backoff",
+                "must be non-zero and at most breaker_max_backoff",
+            );
+        }
+        if self.breaker_max_backoff > MAX_TTL_CEILING {
+            return bad("breaker_max_backoff", "must be at most 24 h");
+        }
         Ok(())
+    }
+
+    /// The circuit breaker settings of every node.
+    pub(crate) fn breaker(&self) -> BreakerConfig {
+        BreakerConfig {
+            failure_threshold: self.breaker_failure_threshold,
+            base_backoff: self.breaker_base_backoff,
+            max_backoff: self.breaker_max_backoff,
+        }
     }
 
     /// Checks a TTL passed to `acquire` or `extend`: between 1 ms and `max_ttl`. Redis `PX`
@@ -253,6 +289,18 @@ mod tests {
             },
             RedlockConfig {
                 connect_timeout: Duration::ZERO,
+                ..RedlockConfig::default()
+            },
+            RedlockConfig {
+                breaker_failure_threshold: 0,
+                ..RedlockConfig::default()
+            },
+            RedlockConfig {
+                breaker_base_backoff: Duration::ZERO,
+                ..RedlockConfig::default()
+            },
+            RedlockConfig {
+                breaker_base_backoff: Duration::from_secs(3),
                 ..RedlockConfig::default()
             },
         ];

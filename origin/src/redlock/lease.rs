@@ -2,6 +2,7 @@
 //! monotonic clock.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A held lock. Obtained from [`Redlock::acquire`](super::Redlock::acquire); give it back with
@@ -21,6 +22,8 @@ pub struct Lease {
     ttl: Duration,
     /// End of validity, on the monotonic clock: attempt start + TTL − drift.
     expires_at: Instant,
+    /// The caller's batch id, carried into this lease's extend and release audit events.
+    batch_id: Option<Arc<str>>,
 }
 
 impl Lease {
@@ -37,7 +40,25 @@ impl Lease {
             fence,
             ttl,
             expires_at,
+            batch_id: None,
         }
+    }
+
+    /// Sets the batch id from the acquiring handle.
+    pub(crate) fn with_batch_id(mut self, batch_id: Option<Arc<str>>) -> Self {
+        self.batch_id = batch_id;
+        self
+    }
+
+    /// Names the batch now worked on under this lease: later extend and release audit events
+    /// carry it (target `flashgate::audit`).
+    pub fn set_batch_id(&mut self, batch_id: impl fmt::Display) {
+        self.batch_id = Some(Arc::from(batch_id.to_string()));
+    }
+
+    /// The batch id given at acquire time or by [`Lease::set_batch_id`].
+    pub fn batch_id(&self) -> Option<&str> {
+        self.batch_id.as_deref()
     }
 
     /// The locked key, as passed to `acquire`.
@@ -90,6 +111,7 @@ impl fmt::Debug for Lease {
             .field("key", &self.key)
             .field("fence", &self.fence)
             .field("remaining", &self.remaining())
+            .field("batch_id", &self.batch_id)
             .finish_non_exhaustive()
     }
 }

@@ -1,9 +1,12 @@
 //! Prometheus metrics of the lock ([`RedlockMetrics`]), all prefixed `redlock_`. Nodes are
-//! labelled by their index in the URL list, never by URL (URLs may carry passwords).
+//! labelled by their index in the URL list, never by URL (URLs may carry passwords); the circuit
+//! breaker metrics also carry the node's `host:port` (no credentials), for the operator who has
+//! to find the dead machine.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -30,6 +33,31 @@ pub(crate) struct NodeLabel {
     node: String,
 }
 
+/// Labels of the circuit breaker metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct BreakerLabel {
+    /// Index of the node in the URL list.
+    node: String,
+    /// `host:port` of the node, without credentials.
+    addr: String,
+}
+
+/// Which way a breaker moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are the variant names, as exported
+pub(crate) enum BreakerTo {
+    open,
+    closed,
+}
+
+/// Labels of `redlock_node_breaker_transitions_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct TransitionLabel {
+    node: String,
+    addr: String,
+    to: BreakerTo,
+}
+
 /// The lock's metrics. Cheap to clone (every metric is an `Arc` inside), so one set can be
 /// shared by all clones of a [`Redlock`](super::Redlock). `Default` gives an unregistered set
 /// (for tests and tools).
@@ -48,6 +76,12 @@ pub struct RedlockMetrics {
     /// `redlock_release_validity_remaining_seconds`: validity left when a lease was released
     /// (zero means the work outlived the lease).
     release_remaining: Histogram,
+    /// `redlock_node_breaker_open{node,addr}`: lock clients sharing these metrics whose breaker
+    /// for the node is open or half-open (0 or 1 in the origin, which has one client).
+    breaker_open: Family<BreakerLabel, Gauge>,
+    /// `redlock_node_breaker_transitions_total{node,addr,to="open|closed"}`: breaker openings
+    /// (from closed) and closings.
+    breaker_transitions: Family<TransitionLabel, Counter>,
 }
 
 impl Default for RedlockMetrics {
@@ -61,6 +95,8 @@ impl Default for RedlockMetrics {
             extend_failures: Counter::default(),
             // 1 ms .. ~33 s
             release_remaining: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            breaker_open: Family::default(),
+            breaker_transitions: Family::default(),
         }
     }
 }
@@ -100,7 +136,66 @@ impl RedlockMetrics {
             "Validity left on a Redlock lease when it was released",
             metrics.release_remaining.clone(),
         );
+        registry.register(
+            "redlock_node_breaker_open",
+            "Redlock clients whose circuit breaker for the node is open (node skipped)",
+            metrics.breaker_open.clone(),
+        );
+        registry.register(
+            "redlock_node_breaker_transitions",
+            "Redlock node circuit breaker openings and closings",
+            metrics.breaker_transitions.clone(),
+        );
         metrics
+    }
+
+    /// Makes the node's breaker series exist (at zero) before anything happens to it.
+    pub(crate) fn breaker_known(&self, node: &str, addr: &str) {
+        let label = BreakerLabel {
+            node: node.to_owned(),
+            addr: addr.to_owned(),
+        };
+        let _ = self.breaker_open.get_or_create(&label);
+        for to in [BreakerTo::open, BreakerTo::closed] {
+            let _ = self.breaker_transitions.get_or_create(&TransitionLabel {
+                node: node.to_owned(),
+                addr: addr.to_owned(),
+                to,
+            });
+        }
+    }
+
+    /// A node whose breaker was open is gone (its lock was dropped): it no longer counts.
+    pub(crate) fn breaker_dropped(&self, node: &str, addr: &str) {
+        self.breaker_open
+            .get_or_create(&BreakerLabel {
+                node: node.to_owned(),
+                addr: addr.to_owned(),
+            })
+            .dec();
+    }
+
+    /// A breaker opened (`open`) or closed.
+    pub(crate) fn breaker_moved(&self, node: &str, addr: &str, open: bool) {
+        let label = BreakerLabel {
+            node: node.to_owned(),
+            addr: addr.to_owned(),
+        };
+        let gauge = self.breaker_open.get_or_create(&label);
+        let to = if open {
+            gauge.inc();
+            BreakerTo::open
+        } else {
+            gauge.dec();
+            BreakerTo::closed
+        };
+        self.breaker_transitions
+            .get_or_create(&TransitionLabel {
+                node: label.node,
+                addr: label.addr,
+                to,
+            })
+            .inc();
     }
 
     pub(crate) fn acquire_finished(&self, result: AcquireResult, seconds: f64) {

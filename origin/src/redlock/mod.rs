@@ -33,12 +33,16 @@
 //!   an acquire. Validity is `ttl − elapsed − drift` with `drift = ttl × 0.01 + 2 ms`, measured
 //!   on the monotonic clock from before the first send, computed with checked arithmetic (no
 //!   underflow: "negative" validity is simply [`RedlockError::ValidityTooShort`]).
-//! * **Suspect nodes are not waited for.** A node whose last call timed out or lost its
-//!   connection is skipped by acquires (a vote not asked for is a "no", so this is always safe)
-//!   until a background `PING` sees it answer, as long as the other nodes can still make a
-//!   quorum on their own. Otherwise a paused or black-holed node would make every attempt wait a
-//!   full per-node timeout while sitting on its partial grants, and contenders would split the
-//!   votes over and over.
+//! * **Nodes that keep failing are skipped** (a per-node circuit breaker, `breaker.rs`): after
+//!   [`RedlockConfig::breaker_failure_threshold`] consecutive failures (errors or timeouts, not
+//!   refusals) a node is no longer contacted — its vote counts as a "no", which is always safe —
+//!   for an exponential, jittered, capped back-off; then one background probe (the health
+//!   script) readmits it or extends the back-off. So a dead or black-holed node costs acquires
+//!   nothing. Exception: when the open breakers leave fewer than a quorum of nodes, every node
+//!   is contacted (skipping could only turn every attempt into a certain failure; a
+//!   machine-wide stall would otherwise become an outage for a whole back-off). Openings are
+//!   logged as warnings, closings as info, and exported as `redlock_node_breaker_open` and
+//!   `redlock_node_breaker_transitions_total`.
 //! * **A failed attempt cleans up before retrying**: compare-and-delete on every node that
 //!   granted (waited for), and, in the background, on every node that failed or had not
 //!   answered (a timed-out command may still have run; on the same connection the delete runs
@@ -114,16 +118,30 @@
 //!   handled as a restart, which is safe but costs a recovery window.
 //! * URLs naming the same node twice are rejected; two different names for one node (e.g.
 //!   `localhost` and `127.0.0.1`) cannot be detected and would break the quorum.
-//! * Nodes are named by their index in the URL list in errors, logs and metrics.
+//! * Nodes are named by their index in the URL list in errors, logs and metrics (breaker logs
+//!   and metrics add the node's `host:port`, never credentials).
+//! * TLS: `rediss://` URLs; for a private CA or client certificates build the clients with
+//!   `redis::Client::build_with_tls` and use [`Redlock::connect_clients`].
 //!
 //! # Metrics
 //!
 //! `redlock_acquire_total{result="acquired|contended|unreachable|validity_too_short"}`,
 //! `redlock_acquire_attempts_total`, `redlock_acquire_seconds` (histogram),
 //! `redlock_node_errors_total{node="<index>"}`, `redlock_extend_failures_total`,
-//! `redlock_release_validity_remaining_seconds` (histogram). See [`RedlockMetrics`].
+//! `redlock_release_validity_remaining_seconds` (histogram),
+//! `redlock_node_breaker_open{node,addr}` (gauge),
+//! `redlock_node_breaker_transitions_total{node,addr,to="open|closed"}`. See [`RedlockMetrics`].
+//!
+//! # Audit trail
+//!
+//! Every acquire, extend and release call is one `tracing` event with target
+//! `flashgate::audit` ([`AUDIT_TARGET`]): resource, result, fence, attempts, granted nodes,
+//! validity, elapsed time, and the caller's batch id when given ([`Redlock::with_batch_id`],
+//! [`Lease::set_batch_id`]). See `audit.rs` for the fields.
 
+mod audit;
 mod backoff;
+mod breaker;
 mod client;
 mod config;
 mod error;
@@ -133,6 +151,7 @@ mod node;
 mod scripts;
 mod tally;
 
+pub use audit::TARGET as AUDIT_TARGET;
 pub use client::{NodeState, Redlock};
 pub use config::RedlockConfig;
 pub use error::{ConfigError, RedlockError};

@@ -1,26 +1,29 @@
-//! One Redis node: parsing its URL, its long-lived multiplexed connection (redis-rs
-//! `ConnectionManager`, which reconnects in the background), running a script on it under a
-//! per-node timeout (failures counted in `redlock_node_errors_total{node}`), and a circuit
-//! breaker that lets acquires skip a node that just timed out or dropped its connection until a
-//! background probe sees it answer again.
+//! One Redis node: its long-lived multiplexed connection (redis-rs `ConnectionManager`, which
+//! reconnects in the background), running a script on it under a per-node timeout (failures
+//! counted in `redlock_node_errors_total{node}`), and its circuit breaker ([`super::breaker`]):
+//! the node's calls feed it, a background task probes the node while it is open, and its
+//! transitions are logged and exported (`redlock_node_breaker_*`).
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
+use super::breaker::{Breaker, Transition};
 use super::config::RedlockConfig;
 use super::error::ConfigError;
 use super::metrics::RedlockMetrics;
 
 /// A Redis node taking part in the lock.
 pub(crate) struct Node {
-    /// Position in the URL list; the only way the node is named in errors, logs and metrics.
+    /// Position in the URL list; how the node is named in errors, logs and metrics.
     pub(crate) index: usize,
     /// `index` as a metric label, formatted once.
     label: String,
+    /// `host:port` (never credentials): logs and breaker metrics, to find the machine.
+    addr: String,
     /// Where this node's errors are counted (shared with the lock).
     metrics: RedlockMetrics,
     /// Cheap to clone; every clone multiplexes over the same TCP connection. Created lazily, so
@@ -28,25 +31,11 @@ pub(crate) struct Node {
     connection: ConnectionManager,
     /// A std mutex: held only for a few field updates, never across an `.await`.
     breaker: Mutex<Breaker>,
-}
-
-/// Minimum time between two background probes of a suspect node.
-const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Circuit breaker state of one node.
-///
-/// Why: a paused or black-holed node makes every acquire wait a full per-node timeout before
-/// it can be decided, and under contention every contender then sits on its partial grants for
-/// that long, which turns into split votes over and over. Skipping a suspect node is always
-/// safe (a vote not asked for is a "no"); it only costs availability if the node was fine.
-#[derive(Debug, Default)]
-struct Breaker {
-    /// Last call timed out or hit a connection error, and no call has succeeded since.
-    suspect: bool,
-    /// A background probe is running.
-    probing: bool,
-    /// When the last probe started.
-    last_probe: Option<Instant>,
+    /// What the breaker's probe runs: the health script, which also starts the restart guard
+    /// of a node that came back empty, so its recovery window begins at readmission.
+    probe: Arc<ScriptInvocation<'static>>,
+    /// Timeout of one probe.
+    probe_timeout: Duration,
 }
 
 /// Why a call to one node produced no answer. The node then simply does not vote.
@@ -58,42 +47,27 @@ pub(crate) enum NodeError {
     Redis(#[from] redis::RedisError),
 }
 
-impl NodeError {
-    /// Whether this says the node is unavailable (as opposed to e.g. a script error).
-    fn is_unavailability(&self) -> bool {
-        match self {
-            Self::Timeout => true,
-            Self::Redis(error) => {
-                error.is_io_error()
-                    || error.is_timeout()
-                    || error.is_connection_dropped()
-                    || error.is_connection_refusal()
-            }
-        }
-    }
-}
-
 impl Node {
-    /// Parses every URL (rejecting duplicates) and prepares lazy connections. No I/O happens
-    /// here.
+    /// Prepares lazy connections to `clients` (one per node, in order), rejecting two clients
+    /// for the same node. No I/O happens here. `probe` is what the breaker's probe runs.
     pub(crate) fn open_all(
-        urls: &[String],
+        clients: Vec<redis::Client>,
         config: &RedlockConfig,
         metrics: &RedlockMetrics,
+        probe: &Arc<ScriptInvocation<'static>>,
     ) -> Result<Vec<Arc<Self>>, ConfigError> {
-        if urls.is_empty() {
+        if clients.is_empty() {
             return Err(ConfigError::NoNodes);
         }
-        let mut seen: Vec<(redis::ConnectionAddr, i64)> = Vec::with_capacity(urls.len());
-        let mut nodes = Vec::with_capacity(urls.len());
-        for (index, url) in urls.iter().enumerate() {
-            let client = redis::Client::open(url.as_str())
-                .map_err(|source| ConfigError::InvalidUrl { index, source })?;
+        let mut seen: Vec<(redis::ConnectionAddr, i64)> = Vec::with_capacity(clients.len());
+        let mut nodes = Vec::with_capacity(clients.len());
+        for (index, client) in clients.into_iter().enumerate() {
             let info = client.get_connection_info();
             let identity = (info.addr().clone(), info.redis_settings().db());
             if let Some(first) = seen.iter().position(|other| *other == identity) {
                 return Err(ConfigError::DuplicateNode { index, first });
             }
+            let addr = info.addr().to_string();
             seen.push(identity);
             let manager_config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(config.connect_timeout))
@@ -105,12 +79,17 @@ impl Node {
                 .set_number_of_retries(4);
             let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
                 .map_err(|source| ConfigError::InvalidUrl { index, source })?;
+            let label = index.to_string();
+            metrics.breaker_known(&label, &addr);
             nodes.push(Arc::new(Self {
                 index,
-                label: index.to_string(),
+                label,
+                addr,
                 metrics: metrics.clone(),
                 connection,
-                breaker: Mutex::new(Breaker::default()),
+                breaker: Mutex::new(Breaker::new(config.breaker())),
+                probe: Arc::clone(probe),
+                probe_timeout: config.node_timeout_max,
             }));
         }
         Ok(nodes)
@@ -130,75 +109,145 @@ impl Node {
 
     /// Runs `invocation` on this node, giving up after `timeout`. A command that was already
     /// written to the socket when the timeout fires still runs on the node; callers account for
-    /// that (an acquire that timed out on a node is released there too).
+    /// that (an acquire that timed out on a node is released there too). The outcome feeds the
+    /// node's circuit breaker.
     pub(crate) async fn run<T: FromRedisValue>(
-        &self,
+        self: &Arc<Self>,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
     ) -> Result<T, NodeError> {
+        let started = Instant::now();
         let mut connection = self.connection.clone();
         let call = invocation.invoke_async(&mut connection);
         let error = match tokio::time::timeout(timeout, call).await {
             Ok(Ok(value)) => {
-                self.note(true);
+                let moved = self.breaker().on_success(Instant::now());
+                self.apply(moved);
                 return Ok(value);
             }
             Ok(Err(error)) => NodeError::Redis(error),
             Err(_elapsed) => NodeError::Timeout,
         };
-        if error.is_unavailability() {
-            self.note(false);
-        }
+        let moved = self
+            .breaker()
+            .on_failure(started, Instant::now(), &mut rand::rng());
+        self.apply(moved);
         self.metrics.node_error(&self.label);
         tracing::debug!(node = self.index, %error, "redlock node call failed");
         Err(error)
     }
 
-    /// Whether the node recently timed out or lost its connection (acquires skip it).
-    pub(crate) fn is_suspect(&self) -> bool {
-        self.breaker().suspect
+    /// Whether the breaker is closed, i.e. operations contact the node.
+    pub(crate) fn is_admitted(&self) -> bool {
+        self.breaker().is_closed()
     }
 
-    /// Starts a background `PING` of a suspect node, unless one ran within `PROBE_INTERVAL`; a
-    /// successful call (this probe or any other) clears the suspicion.
-    pub(crate) fn probe_if_due(self: &Arc<Self>, timeout: Duration) {
-        let now = Instant::now();
-        {
-            let mut breaker = self.breaker();
-            let recent = breaker
-                .last_probe
-                .is_some_and(|at| now.saturating_duration_since(at) < PROBE_INTERVAL);
-            if !breaker.suspect || breaker.probing || recent {
-                return;
-            }
-            breaker.probing = true;
-            breaker.last_probe = Some(now);
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.breaker().probing = false;
+    /// Logs and exports a breaker transition; an opening starts the background prober.
+    fn apply(self: &Arc<Self>, transition: Option<Transition>) {
+        let Some(transition) = transition else {
             return;
         };
-        let node = Arc::clone(self);
+        match transition {
+            Transition::Opened { failures, backoff } => {
+                self.metrics.breaker_moved(&self.label, &self.addr, true);
+                tracing::warn!(
+                    node = self.index,
+                    addr = %self.addr,
+                    failures,
+                    backoff_ms = millis(backoff),
+                    "redlock node circuit breaker opened: the node is skipped until a probe sees it answer"
+                );
+                let episode = self.breaker().episode();
+                self.spawn_prober(episode);
+            }
+            Transition::Reopened { backoff } => {
+                tracing::debug!(
+                    node = self.index,
+                    addr = %self.addr,
+                    backoff_ms = millis(backoff),
+                    "redlock node probe failed; circuit breaker stays open"
+                );
+            }
+            Transition::Closed { out_for } => {
+                self.metrics.breaker_moved(&self.label, &self.addr, false);
+                tracing::info!(
+                    node = self.index,
+                    addr = %self.addr,
+                    out_for_ms = millis(out_for),
+                    "redlock node circuit breaker closed: the node is readmitted"
+                );
+            }
+        }
+    }
+
+    /// Probes the node each time the open breaker's back-off runs out, until the breaker closes
+    /// or opens anew (another episode, another prober). Holds only a weak reference, so a
+    /// dropped lock stops its probers.
+    fn spawn_prober(self: &Arc<Self>, episode: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak: Weak<Self> = Arc::downgrade(self);
         runtime.spawn(async move {
-            let mut connection = node.connection.clone();
-            let command = redis::cmd("PING");
-            let ping = command.query_async::<String>(&mut connection);
-            let healthy = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
-            let mut breaker = node.breaker();
-            breaker.probing = false;
-            if healthy {
-                breaker.suspect = false;
+            loop {
+                let wait = {
+                    let Some(node) = weak.upgrade() else { return };
+                    let breaker = node.breaker();
+                    if breaker.episode() != episode {
+                        return;
+                    }
+                    match breaker.wait_for_probe(Instant::now()) {
+                        Some(wait) => wait,
+                        None => return,
+                    }
+                };
+                tokio::time::sleep(wait).await;
+                let Some(node) = weak.upgrade() else { return };
+                {
+                    let mut breaker = node.breaker();
+                    if breaker.episode() != episode || breaker.is_closed() {
+                        return;
+                    }
+                    if !breaker.start_probe(Instant::now()) {
+                        continue;
+                    }
+                }
+                let healthy = node.probe_once().await;
+                let moved =
+                    node.breaker()
+                        .probe_finished(healthy, Instant::now(), &mut rand::rng());
+                node.apply(moved);
             }
         });
     }
 
-    fn note(&self, healthy: bool) {
-        self.breaker().suspect = !healthy;
+    /// One probe: the health script within the probe timeout. Not counted as a node error (it
+    /// is the breaker's business, and would make a dead node's error count grow forever).
+    async fn probe_once(&self) -> bool {
+        let mut connection = self.connection.clone();
+        let call = self.probe.invoke_async::<i64>(&mut connection);
+        matches!(
+            tokio::time::timeout(self.probe_timeout, call).await,
+            Ok(Ok(_))
+        )
     }
 
-    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
-        // The state is a few flags, valid whatever a panicking holder left half-done.
+    fn breaker(&self) -> MutexGuard<'_, Breaker> {
+        // The state is a few fields, valid whatever a panicking holder left half-done.
         self.breaker.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // Keep `redlock_node_breaker_open` a count of live clients skipping the node.
+        if !self.is_admitted() {
+            self.metrics.breaker_dropped(&self.label, &self.addr);
+        }
     }
 }
 
@@ -207,6 +256,7 @@ impl fmt::Debug for Node {
         // Not the connection: its Debug would print the URL's password.
         f.debug_struct("Node")
             .field("index", &self.index)
+            .field("addr", &self.addr)
             .finish_non_exhaustive()
     }
 }

@@ -18,10 +18,16 @@ pub(crate) async fn database_of(pool: &sqlx::PgPool) -> (String, String) {
         .await
         .expect("current database");
     let base = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    // Keep the query (e.g. `sslmode`), replace the database.
+    let (base, query) = base.split_once('?').unwrap_or((base.as_str(), ""));
     let (server, _) = base
         .rsplit_once('/')
         .expect("DATABASE_URL names a database");
-    let url = format!("{server}/{db}");
+    let url = if query.is_empty() {
+        format!("{server}/{db}")
+    } else {
+        format!("{server}/{db}?{query}")
+    };
     (db, url)
 }
 
@@ -150,6 +156,8 @@ pub(crate) struct PrivatePostgres {
     dir: PathBuf,
     bin: PathBuf,
     child: Option<Child>,
+    /// Extra `-c name=value` server settings.
+    settings: Vec<String>,
     _tmp: tempfile::TempDir,
 }
 
@@ -180,6 +188,43 @@ fn as_postgres(bin: &Path, program: &str) -> Command {
 
 impl PrivatePostgres {
     pub(crate) async fn start() -> Self {
+        Self::start_with(|_| Vec::new()).await
+    }
+
+    /// A server that accepts TCP connections only over TLS (`hostssl`; `hostnossl` is
+    /// rejected), presenting `cert`/`key` (copied, owned by the server's user, mode 0600).
+    pub(crate) async fn start_with_tls(cert: &Path, key: &Path) -> Self {
+        let (cert, key) = (cert.to_owned(), key.to_owned());
+        Self::start_with(move |root| {
+            let tls = root.join("tls");
+            std::fs::create_dir_all(&tls).expect("mkdir tls");
+            std::fs::copy(&cert, tls.join("server.crt")).expect("copy cert");
+            std::fs::copy(&key, tls.join("server.key")).expect("copy key");
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                tls.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .expect("chmod key");
+            std::fs::write(
+                root.join("data").join("pg_hba.conf"),
+                "local all all trust\n\
+                 hostssl all all 127.0.0.1/32 trust\n\
+                 hostnossl all all 127.0.0.1/32 reject\n",
+            )
+            .expect("write pg_hba.conf");
+            vec![
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", tls.join("server.crt").display()),
+                format!("ssl_key_file={}", tls.join("server.key").display()),
+            ]
+        })
+        .await
+    }
+
+    /// Runs `prepare` on the temp root after `initdb` (its `data/` exists) and before the
+    /// first start; it returns extra server settings.
+    async fn start_with(prepare: impl FnOnce(&Path) -> Vec<String>) -> Self {
         let tmp = tempfile::Builder::new()
             .prefix("flashgate-pg-")
             .tempdir()
@@ -202,11 +247,17 @@ impl PrivatePostgres {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let settings = prepare(tmp.path());
+        let _ = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(tmp.path())
+            .status();
         let mut me = Self {
             port: free_port(),
             dir,
             bin,
             child: None,
+            settings,
             _tmp: tmp,
         };
         me.resume().await;
@@ -231,6 +282,7 @@ impl PrivatePostgres {
             ])
             .arg(format!("unix_socket_directories={}", self.dir.display()))
             .args(["-c", "fsync=off"])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
