@@ -107,7 +107,9 @@ impl Context {
         let key = self.lock_key(sku);
         let result = loop {
             match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
-                Err(RedlockError::Contended) if Instant::now() < deadline => {
+                Err(RedlockError::Contended | RedlockError::Unreachable { .. })
+                    if Instant::now() < deadline =>
+                {
                     let pause = rand::random_range(1..=POLL_MAX);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
