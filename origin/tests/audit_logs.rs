@@ -223,6 +223,17 @@ async fn a_sales_logs_are_an_audit_trail_without_ids_keys_or_secrets(pool: PgPoo
         "committed batch events account for every unit sold"
     );
 
+    // Every batch committed under a lease whose acquisition is in the trail too.
+    let acquired: HashSet<u64> = events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["result"] == "acquired")
+        .filter_map(|e| e["fence"].as_u64())
+        .collect();
+    for b in batches.values() {
+        let fence = b["fence"].as_u64().unwrap_or(0);
+        assert!(acquired.contains(&fence), "no lock acquire event for {b}");
+    }
+
     // The operator's way to find a shopper: `origin pseudonym USER KEY`.
     let (user, key) = statuses.keys().next().expect("a shopper");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_origin"))

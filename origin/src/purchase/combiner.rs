@@ -101,7 +101,8 @@ impl Context {
         }
     }
 
-    /// Acquires the SKU's lease, retrying while contended until `deadline`.
+    /// Acquires the SKU's lease, retrying while contended or while the quorum cannot be reached
+    /// (each try is paced by the per-node timeouts) until `deadline`.
     async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
         let started = Instant::now();
         let key = self.lock_key(sku);

@@ -42,20 +42,32 @@ pub(crate) struct LeaseRecord<'a> {
     pub(crate) elapsed: Duration,
 }
 
+/// A contended try (the lock is someone else's; nothing changed) is a `debug` event: a waiting
+/// combiner polls every few milliseconds, and an `info` line per poll would flood the trail
+/// during a flash sale. Every other outcome is `info`.
 pub(crate) fn acquire(record: &AcquireRecord<'_>) {
-    tracing::info!(
-        target: TARGET,
-        op = "acquire",
-        resource = record.resource,
-        result = record.result,
-        fence = record.fence,
-        attempts = record.attempts,
-        granted = %NodeList(record.granted),
-        validity_ms = record.validity.map(millis),
-        elapsed_ms = millis(record.elapsed),
-        batch_id = record.batch_id,
-        "lock acquire"
-    );
+    macro_rules! event {
+        ($level:ident) => {
+            tracing::$level!(
+                target: TARGET,
+                op = "acquire",
+                resource = record.resource,
+                result = record.result,
+                fence = record.fence,
+                attempts = record.attempts,
+                granted = %NodeList(record.granted),
+                validity_ms = record.validity.map(millis),
+                elapsed_ms = millis(record.elapsed),
+                batch_id = record.batch_id,
+                "lock acquire"
+            )
+        };
+    }
+    if record.result == "contended" {
+        event!(debug);
+    } else {
+        event!(info);
+    }
 }
 
 pub(crate) fn lease(record: &LeaseRecord<'_>) {
