@@ -3,7 +3,7 @@
 //! 503 the shopper may retry).
 
 use shared::headers::{IDEMPOTENCY_KEY, SIGNATURE, USER};
-use shared::signing::{SignedParts, sign};
+use shared::signing::{SignedParts, sign_v1};
 use shared::{ErrorCode, PurchaseResponse};
 
 use crate::purchase::Purchase;
@@ -33,7 +33,7 @@ pub fn signed_headers(secret: &[u8], now: i64, purchase: &Purchase) -> Vec<(&'st
         ("content-type", "application/json".to_owned()),
         (IDEMPOTENCY_KEY, purchase.raw_key.clone()),
         (USER, purchase.user.to_string()),
-        (SIGNATURE, sign(secret, now, &parts)),
+        (SIGNATURE, sign_v1(secret, now, &parts)),
     ]
 }
 
@@ -104,7 +104,8 @@ mod tests {
     use crate::purchase::{Incoming, validate};
     use serde_json::json;
     use shared::Problem;
-    use shared::signing::verify;
+    use shared::SecretRing;
+    use shared::signing::Verifier;
 
     #[test]
     fn the_forwarded_request_verifies_with_the_origin_rules() {
@@ -134,7 +135,12 @@ mod tests {
             body: p.body.as_bytes(),
         };
         assert_eq!(
-            verify(&[b"edge"], get(SIGNATURE), 1_700_000_100, &parts),
+            Verifier {
+                ring: &SecretRing::single(b"edge".to_vec()),
+                accept_v1: true
+            }
+            .verify(get(SIGNATURE), 1_700_000_100, &parts)
+            .map(|_| ()),
             Ok(())
         );
     }
