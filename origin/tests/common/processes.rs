@@ -92,6 +92,22 @@ impl OriginProcess {
         panic!("origin {} not ready within {timeout:?}", self.base);
     }
 
+    /// SIGTERM, then waits (up to 30 s, then SIGKILL) for the process to exit; its status.
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        self.signal("-TERM");
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+                return self.child.wait().expect("wait origin");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub(crate) fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .args([sig, &self.child.id().to_string()])
