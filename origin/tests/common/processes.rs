@@ -58,6 +58,9 @@ impl OriginProcess {
             .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
             .env("EDGE_SHARED_SECRET", EDGE_SECRET)
             .env("ADMIN_TOKEN", ADMIN_TOKEN)
+            // The list forms would conflict with the single ones if inherited from the shell.
+            .env_remove("EDGE_SHARED_SECRETS")
+            .env_remove("ADMIN_TOKENS")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
