@@ -30,9 +30,17 @@ psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname = 'fl
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/flashgate}
 export REDIS_URLS=${REDIS_URLS:-redis://127.0.0.1:6380,redis://127.0.0.1:6381,redis://127.0.0.1:6382}
 export LISTEN_ADDR=${LISTEN_ADDR:-127.0.0.1:8080}
-export EDGE_SHARED_SECRET=${EDGE_SHARED_SECRET:-dev-edge-shared-secret-change-me}
-export ADMIN_TOKEN=${ADMIN_TOKEN:-dev-admin-token-change-me}
-export SESSION_SECRET=${SESSION_SECRET:-dev-session-secret-change-me}
+# Each secret has a list form (…_SECRETS / ADMIN_TOKENS, for rotations) and a single form; the
+# single form's default applies only when neither is set (setting both is an error).
+if [[ -z ${EDGE_SHARED_SECRETS:-} ]]; then
+  export EDGE_SHARED_SECRET=${EDGE_SHARED_SECRET:-dev-edge-shared-secret-change-me}
+fi
+if [[ -z ${ADMIN_TOKENS:-} ]]; then
+  export ADMIN_TOKEN=${ADMIN_TOKEN:-dev-admin-token-change-me}
+fi
+if [[ -z ${SESSION_SECRETS:-} ]]; then
+  export SESSION_SECRET=${SESSION_SECRET:-dev-session-secret-change-me}
+fi
 export LOG_FORMAT=${LOG_FORMAT:-pretty}
 
 cargo build --release -p origin

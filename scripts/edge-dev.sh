@@ -3,8 +3,10 @@
 # (EDGE_PORT to change), in front of the origin at ORIGIN_URL (default http://$LISTEN_ADDR, i.e.
 # the origin scripts/dev-up.sh starts). Used by scripts/dev-up.sh; runs in the foreground.
 #
-# Secrets come from the environment when set (SESSION_SECRET, EDGE_SHARED_SECRET, ADMIN_TOKEN —
-# dev-up.sh exports them), else from .dev.vars (copy .dev.vars.example).
+# Secrets come from the environment when set (SESSION_SECRET(S), EDGE_SHARED_SECRET(S),
+# ADMIN_TOKEN(S) — dev-up.sh exports them), else from .dev.vars (copy .dev.vars.example). When the
+# environment sets either form of a secret, both forms are passed (the other one empty = unset), so
+# a different form in .dev.vars cannot conflict with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,9 +25,11 @@ if [[ -f .dev.vars ]]; then
 fi
 origin_url=${ORIGIN_URL:-http://${LISTEN_ADDR:-127.0.0.1:8080}}
 args+=(--var "ORIGIN_URL:$origin_url")
-for name in SESSION_SECRET EDGE_SHARED_SECRET ADMIN_TOKEN; do
-    if [[ -n ${!name:-} ]]; then
-        args+=(--var "$name:${!name}")
+for pair in SESSION_SECRETS:SESSION_SECRET EDGE_SHARED_SECRETS:EDGE_SHARED_SECRET ADMIN_TOKENS:ADMIN_TOKEN; do
+    list=${pair%%:*}
+    single=${pair##*:}
+    if [[ -n ${!list:-} || -n ${!single:-} ]]; then
+        args+=(--var "$list:${!list:-}" --var "$single:${!single:-}")
     fi
 done
 

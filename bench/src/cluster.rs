@@ -122,6 +122,8 @@ impl Cluster {
                 .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
                 .env("EDGE_SHARED_SECRET", EDGE_SECRET)
                 .env("ADMIN_TOKEN", ADMIN_TOKEN)
+                .env_remove("EDGE_SHARED_SECRETS")
+                .env_remove("ADMIN_TOKENS")
                 .env("SINGLE_FLIGHT", single_flight.to_string())
                 .env("RUST_LOG", "warn")
                 .stdout(log.try_clone()?)

@@ -37,9 +37,12 @@ enum Command {
         database_url: String,
         #[arg(long, env = "ADMIN_TOKEN")]
         admin_token: String,
-        /// Sign as the edge (direct origin calls).
+        /// Sign as the edge (direct origin calls), with key id `default`.
         #[arg(long, env = "EDGE_SHARED_SECRET")]
         edge_secret: Option<String>,
+        /// Sign as the edge with the first key of `kid:secret,…` (the origin's ring form).
+        #[arg(long, env = "EDGE_SHARED_SECRETS")]
+        edge_secrets: Option<String>,
         /// Mint shopper JWTs (calls through the edge).
         #[arg(long, env = "SESSION_SECRET")]
         session_secret: Option<String>,
@@ -111,15 +114,23 @@ async fn main() -> anyhow::Result<()> {
             database_url,
             admin_token,
             edge_secret,
+            edge_secrets,
             session_secret,
             admin_url,
         } => {
-            let auth = match (edge_secret, session_secret) {
-                (_, Some(s)) => sale::Auth::Session(s),
-                (Some(s), None) => sale::Auth::Edge(s),
-                (None, None) => {
-                    anyhow::bail!("pass --edge-secret (origin) or --session-secret (edge)")
-                }
+            let auth = match session_secret {
+                Some(s) => sale::Auth::Session(s),
+                None if edge_secret.is_none() && edge_secrets.is_none() => anyhow::bail!(
+                    "pass --edge-secret / --edge-secrets (origin) or --session-secret (edge)"
+                ),
+                None => sale::Auth::Edge(
+                    shared::SecretRing::from_config(
+                        edge_secrets.as_deref(),
+                        edge_secret.as_deref(),
+                        1,
+                    )
+                    .map_err(|e| anyhow::anyhow!("--edge-secrets / --edge-secret: {e}"))?,
+                ),
             };
             let admin = admin_url.unwrap_or_else(|| targets[0].clone());
             let result = sale::run(
@@ -169,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
                     &cluster.origin_urls,
                     &cluster.origin_urls[0],
                     cluster::ADMIN_TOKEN,
-                    &sale::Auth::Edge(cluster::EDGE_SECRET.to_owned()),
+                    &sale::Auth::Edge(shared::SecretRing::single(cluster::EDGE_SECRET)),
                     &cluster.database_url,
                     Some(name),
                 )

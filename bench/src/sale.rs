@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use hmac::{Hmac, Mac};
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::Sha256;
+use shared::SecretRing;
 use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
 
@@ -20,8 +21,8 @@ use crate::SaleArgs;
 /// How shoppers authenticate.
 #[derive(Debug, Clone)]
 pub(crate) enum Auth {
-    /// Sign like the edge (direct to the origin).
-    Edge(String),
+    /// Sign like the edge (direct to the origin): v2 with the ring's current key.
+    Edge(SecretRing),
     /// Present an HS256 session token (through the edge).
     Session(String),
 }
@@ -274,7 +275,7 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                 .body(body.clone());
             match (&s.auth, &token) {
                 (_, Some(t)) => req = req.bearer_auth(t),
-                (Auth::Edge(secret), None) => {
+                (Auth::Edge(ring), None) => {
                     let parts = SignedParts {
                         method: "POST",
                         path: "/v1/purchases",
@@ -284,7 +285,7 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                     };
                     req = req.header("flashgate-user", &user).header(
                         "flashgate-signature",
-                        signing::sign(secret.as_bytes(), now_unix(), &parts),
+                        signing::sign(ring, now_unix(), &parts),
                     );
                 }
                 (Auth::Session(_), None) => return,

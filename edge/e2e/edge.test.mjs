@@ -3,7 +3,21 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { ADMIN_TOKEN, RATE_QUOTA, Stack, blackHole, jwt, now, tokenFor, unique } from "./harness.mjs";
+import {
+  ADMIN_TOKEN,
+  EDGE_KID,
+  EDGE_SHARED_SECRET,
+  RATE_QUOTA,
+  SECRETS,
+  SESSION_KID,
+  SESSION_SECRET,
+  Stack,
+  blackHole,
+  jwt,
+  now,
+  tokenFor,
+  unique,
+} from "./harness.mjs";
 
 const stack = new Stack();
 
@@ -368,5 +382,83 @@ describe("origin unavailable", () => {
       await edge.stop();
       await hole.close();
     }
+  });
+});
+
+describe("secret rotation", () => {
+  // Rotating the edge -> origin signing secret, the session key and the admin token, as the
+  // README's procedure says: the origin learns the new edge key first (restart with [new, old]),
+  // then the edge signs with it (new edge with [new, old]), then the origin forgets the old key.
+  test("rotating the edge's signing secret keeps purchases working, and the retired key is refused", async () => {
+    const NEW_EDGE = "e2e-edge-shared-secret-NEW-9876543210";
+    const NEW_SESSION = "e2e-session-secret-NEW-9876543210";
+    const NEW_ADMIN = "e2e-admin-token-NEW-9876543210";
+    const s = await sku({ stock: 100 });
+    const buy = async (edgeUrl, token, what) => {
+      const r = await stack.purchase({ token, key: key(), body: { sku: s, qty: 1 }, edgeUrl });
+      assert.equal(r.status, 201, `${what}: ${r.status} ${r.text}`);
+      return r;
+    };
+    const oldEdge = stack.edgeUrl; // signs with e1 = EDGE_SHARED_SECRET
+    let newEdge;
+    try {
+      // 1. Every origin learns the new key and keeps the old one.
+      await stack.restartOrigin({
+        EDGE_SHARED_SECRETS: `e2:${NEW_EDGE},${EDGE_KID}:${EDGE_SHARED_SECRET}`,
+        ADMIN_TOKENS: `${NEW_ADMIN},${ADMIN_TOKEN}`,
+      });
+      await buy(oldEdge, tokenFor(user()), "old edge, origin [new, old]");
+      assert.deepEqual(await stack.originSignatures(), { [`v2/${EDGE_KID}`]: 1 });
+
+      // 2. The edge switches: it signs with e2 and holds the new session key and admin token
+      //    first, the old ones still accepted.
+      newEdge = await stack.startEdge(
+        {
+          EDGE_SHARED_SECRETS: `e2:${NEW_EDGE},${EDGE_KID}:${EDGE_SHARED_SECRET}`,
+          SESSION_SECRETS: `s2:${NEW_SESSION},${SECRETS.SESSION_SECRETS}`,
+          ADMIN_TOKENS: `${NEW_ADMIN},${ADMIN_TOKEN}`,
+        },
+        "wrangler-rotated",
+      );
+      const claims = () => ({ sub: user(), exp: now() + 600 });
+      await buy(newEdge.url, jwt(claims(), { secret: NEW_SESSION, kid: "s2" }), "new session key (kid s2)");
+      await buy(newEdge.url, jwt(claims(), { kid: SESSION_KID }), "old session key (kid s1)");
+      await buy(newEdge.url, tokenFor(user()), "old session token without kid");
+      for (const [what, token] of Object.entries({
+        "kid s2 with the old key": jwt(claims(), { kid: "s2" }),
+        "unknown kid": jwt(claims(), { secret: NEW_SESSION, kid: "s9" }),
+        "no kid, unknown key": jwt(claims(), { secret: "not-a-session-key-at-all" }),
+      })) {
+        const r = await stack.purchase({ token, key: key(), body: { sku: s, qty: 1 }, edgeUrl: newEdge.url });
+        assertProblem(r, 401, "unauthenticated", what);
+      }
+      for (const token of [NEW_ADMIN, ADMIN_TOKEN]) {
+        const w = await stack.warmup([s], token, newEdge.url);
+        assert.equal(w.status, 200, w.text);
+      }
+      // The old edge still works meanwhile (it has not been replaced everywhere yet).
+      await buy(oldEdge, tokenFor(user()), "old edge, origin [new, old]");
+
+      // 3. Every edge signs with e2: the origin forgets the old key, the edge its old secrets.
+      await stack.restartOrigin({ EDGE_SHARED_SECRETS: `e2:${NEW_EDGE}`, ADMIN_TOKENS: NEW_ADMIN });
+      await buy(newEdge.url, jwt(claims(), { secret: NEW_SESSION, kid: "s2" }), "new edge, origin [new]");
+      assert.deepEqual(await stack.originSignatures(), { "v2/e2": 1 });
+      // Traffic signed with the retired key is refused by the origin (401 bad_signature), which
+      // the old edge turns into a 503 for its shopper; nothing is bought.
+      const before = (await stack.originSku(s)).body.stock;
+      const refused = await stack.purchase({ token: tokenFor(user()), key: key(), body: { sku: s, qty: 1 }, edgeUrl: oldEdge });
+      assertProblem(refused, 503, "unavailable", "old edge after the old key was retired");
+      assert.equal((await stack.originSku(s)).body.stock, before);
+      assert.match(stack.logs(), /refused edge signature/);
+      // The retired admin token no longer changes anything on the origin.
+      await assert.rejects(stack.putSku(s, { stock: 1 }), /401/);
+      assert.equal((await stack.originSku(s)).body.stock, before);
+      await stack.putSku(s, { stock: before, adminToken: NEW_ADMIN });
+    } finally {
+      if (newEdge) await newEdge.stop();
+      await stack.restartOrigin();
+    }
+    // Back to the suite's configuration: the suite's edge buys again.
+    await buy(oldEdge, tokenFor(user()), "suite configuration restored");
   });
 });

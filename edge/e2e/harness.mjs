@@ -15,6 +15,15 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const SESSION_SECRET = "e2e-session-secret-0123456789";
 export const EDGE_SHARED_SECRET = "e2e-edge-shared-secret-0123456789";
 export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
+/** Key ids of the suite's session and edge secrets (the rotatable list forms). */
+export const SESSION_KID = "s1";
+export const EDGE_KID = "e1";
+/** The suite's secret settings, shared by the edge and the origin. */
+export const SECRETS = {
+  SESSION_SECRETS: `${SESSION_KID}:${SESSION_SECRET}`,
+  EDGE_SHARED_SECRETS: `${EDGE_KID}:${EDGE_SHARED_SECRET}`,
+  ADMIN_TOKENS: ADMIN_TOKEN,
+};
 /** The rate limit the suite runs the edge with: 50 per hour, so a burst admits exactly 50. */
 export const RATE_QUOTA = 50;
 export const RATE_WINDOW_SECS = 3600;
@@ -101,6 +110,7 @@ export class Stack {
     psql(`CREATE DATABASE ${this.db}`);
     this.originPort = await freePort();
     this.originUrl = `http://127.0.0.1:${this.originPort}`;
+    this.originLog = join(this.dir, "origin.log");
     await this.startOrigin();
 
     const edge = await this.startEdge({ ORIGIN_URL: this.originUrl }, "wrangler");
@@ -110,7 +120,8 @@ export class Stack {
   }
 
   /**
-   * Starts (another) edge in workerd with the suite's settings plus `overrides`, fresh state.
+   * Starts (another) edge in workerd with the suite's settings (in front of the suite's origin)
+   * plus `overrides`, fresh state.
    * Returns { url, log, child, stop() }.
    */
   async startEdge(overrides, label) {
@@ -118,9 +129,12 @@ export class Stack {
     const inspectorPort = await freePort();
     const log = join(this.dir, `${label}.log`);
     const vars = {
-      SESSION_SECRET,
-      EDGE_SHARED_SECRET,
-      ADMIN_TOKEN,
+      ORIGIN_URL: this.originUrl,
+      ...SECRETS,
+      // The single forms, passed empty (= unset), as scripts/edge-dev.sh does.
+      SESSION_SECRET: "",
+      EDGE_SHARED_SECRET: "",
+      ADMIN_TOKEN: "",
       RATE_LIMIT_QUOTA: String(RATE_QUOTA),
       RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
       ORIGIN_TIMEOUT_MS: "3000",
@@ -148,8 +162,11 @@ export class Stack {
     return { url, log, child, stop: () => stopGroup(child) };
   }
 
-  async startOrigin() {
-    this.originLog = join(this.dir, "origin.log");
+  /**
+   * Starts the origin on its port; `overrides` replace the suite's settings (e.g. a rotated
+   * EDGE_SHARED_SECRETS). Waits for /readyz.
+   */
+  async startOrigin(overrides = {}) {
     this.origin = startGroup(
       join(ROOT, "target/debug/origin"),
       [],
@@ -158,13 +175,23 @@ export class Stack {
         REDIS_URLS: process.env.E2E_REDIS_URLS ?? "redis://127.0.0.1:6379",
         REDIS_KEY_PREFIX: `e2e-${this.db}`,
         LISTEN_ADDR: `127.0.0.1:${this.originPort}`,
-        EDGE_SHARED_SECRET,
-        ADMIN_TOKEN,
+        EDGE_SHARED_SECRETS: SECRETS.EDGE_SHARED_SECRETS,
+        ADMIN_TOKENS: SECRETS.ADMIN_TOKENS,
+        // Empty = unset: a single form inherited from the caller's shell would conflict.
+        EDGE_SHARED_SECRET: "",
+        ADMIN_TOKEN: "",
         LOG_FORMAT: "json",
+        ...overrides,
       },
       this.originLog,
     );
-    await waitFor(`${this.originUrl}/healthz`, "origin", this.origin, this.originLog);
+    await waitFor(`${this.originUrl}/readyz`, "origin", this.origin, this.originLog);
+  }
+
+  /** Restarts the origin with `overrides` (a rolling restart of a one-origin deployment). */
+  async restartOrigin(overrides = {}) {
+    await this.stopOrigin();
+    await this.startOrigin(overrides);
   }
 
   async stopOrigin() {
@@ -190,10 +217,10 @@ export class Stack {
 
   // ---- origin helpers -------------------------------------------------------------------------
 
-  async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}` }) {
+  async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}`, adminToken = ADMIN_TOKEN }) {
     const r = await fetch(`${this.originUrl}/v1/admin/skus/${sku}`, {
       method: "PUT",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
       body: JSON.stringify({ name, price_cents: price, stock, max_per_user: maxPerUser }),
     });
     if (r.status !== 200) throw new Error(`PUT sku ${sku}: ${r.status} ${await r.text()}`);
@@ -203,6 +230,17 @@ export class Stack {
   async originSku(sku) {
     const r = await fetch(`${this.originUrl}/v1/skus/${sku}`);
     return { status: r.status, body: await r.json() };
+  }
+
+  /** `origin_edge_signatures_total{scheme,kid}` samples on the origin's /metrics, as { "v2/e1": n }. */
+  async originSignatures() {
+    const text = await (await fetch(`${this.originUrl}/metrics`)).text();
+    const out = {};
+    for (const line of text.split("\n")) {
+      const m = line.match(/^origin_edge_signatures_total\{(?=[^}]*scheme="([^"]*)")(?=[^}]*kid="([^"]*)")[^}]*\}\s+([0-9.eE+-]+)/);
+      if (m) out[`${m[1]}/${m[2]}`] = Number(m[3]);
+    }
+    return out;
   }
 
   /** Sum of every `origin_purchase_requests_total` sample on the origin's /metrics. */
@@ -237,14 +275,14 @@ export class Stack {
     return response(r);
   }
 
-  async get(path, headers = {}) {
-    return response(await fetch(`${this.edgeUrl}${path}`, { headers }));
+  async get(path, headers = {}, edgeUrl = this.edgeUrl) {
+    return response(await fetch(`${edgeUrl}${path}`, { headers }));
   }
 
-  async warmup(skus, token = ADMIN_TOKEN) {
+  async warmup(skus, token = ADMIN_TOKEN, edgeUrl = this.edgeUrl) {
     const q = skus.map((s) => `sku=${encodeURIComponent(s)}`).join("&");
     const headers = token === null ? {} : { authorization: `Bearer ${token}` };
-    return this.get(`/warmup?${q}`, headers);
+    return this.get(`/warmup?${q}`, headers, edgeUrl);
   }
 }
 
@@ -282,7 +320,8 @@ export async function blackHole() {
 
 const b64url = (x) => Buffer.from(typeof x === "string" ? x : JSON.stringify(x)).toString("base64url");
 
-export function jwt(claims, { secret = SESSION_SECRET, header = { alg: "HS256", typ: "JWT" } } = {}) {
+/** An HS256 JWT; `kid` (optional) names the session key in its header. */
+export function jwt(claims, { secret = SESSION_SECRET, kid, header = { alg: "HS256", typ: "JWT", ...(kid ? { kid } : {}) } } = {}) {
   const input = `${b64url(header)}.${b64url(claims)}`;
   const sig = createHmac("sha256", secret).update(input).digest("base64url");
   return `${input}.${sig}`;

@@ -1,23 +1,25 @@
 //! Mints a shopper session token (HS256 JWT) for local testing of the edge.
 //!
 //! ```text
-//! cargo run -q -p edge --example mint-token -- --sub alice [--secret S] [--ttl 3600]
+//! cargo run -q -p edge --example mint-token -- --sub alice [--secret S] [--kid K] [--ttl 3600]
 //! ```
 //!
-//! The secret defaults to `$SESSION_SECRET`, then to the `.dev.vars.example` value. Prints the
-//! token on stdout, e.g. for `curl -H "Authorization: Bearer $(…)"`.
+//! The secret defaults to `$SESSION_SECRET`, then to the `.dev.vars.example` value. With `--kid`
+//! the token's header names the session key (`SESSION_SECRETS="K:S,…"` on the edge); without it
+//! the edge tries every configured session key. Prints the token on stdout, e.g. for
+//! `curl -H "Authorization: Bearer $(…)"`.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use edge::jwt::sign_hs256;
-use shared::UserId;
+use edge::jwt::{sign_hs256, sign_hs256_kid};
+use shared::{KeyId, UserId};
 
 const DEV_SECRET: &str = "dev-session-secret-change-me";
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: mint-token --sub <user id> [--secret <SESSION_SECRET>] [--ttl <seconds, default 3600>]"
+        "usage: mint-token --sub <user id> [--secret <session secret>] [--kid <its key id>] [--ttl <seconds, default 3600>]"
     );
     ExitCode::from(2)
 }
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         .ok()
         .filter(|s| !s.is_empty());
     let mut ttl: i64 = 3600;
+    let mut kid = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let Some(value) = args.next() else {
@@ -36,6 +39,13 @@ fn main() -> ExitCode {
         match flag.as_str() {
             "--sub" => sub = Some(value),
             "--secret" => secret = Some(value),
+            "--kid" => match KeyId::parse(&value) {
+                Some(k) => kid = Some(k),
+                None => {
+                    eprintln!("--kid: 1..=32 characters of [A-Za-z0-9._-]");
+                    return ExitCode::from(2);
+                }
+            },
             "--ttl" => match value.parse() {
                 Ok(v) => ttl = v,
                 Err(_) => return usage(),
@@ -54,6 +64,10 @@ fn main() -> ExitCode {
     let now = i64::try_from(now).unwrap_or(i64::MAX);
     let claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now.saturating_add(ttl) });
     let secret = secret.unwrap_or_else(|| DEV_SECRET.to_owned());
-    println!("{}", sign_hs256(&claims, secret.as_bytes()));
+    let token = match kid {
+        Some(kid) => sign_hs256_kid(&claims, &kid, secret.as_bytes()),
+        None => sign_hs256(&claims, secret.as_bytes()),
+    };
+    println!("{token}");
     ExitCode::SUCCESS
 }

@@ -1,30 +1,13 @@
 //! Typed settings, read once per request from the Worker's vars and secrets (see `wrangler.toml`
-//! and `.dev.vars.example`). Secrets are wrapped so they never print.
+//! and `.dev.vars.example`). Secrets are held in `shared::secrets` types, parsed once, so they
+//! never print; each can hold several values at once so it rotates without downtime.
 
 use std::fmt;
 
+use shared::{BearerTokens, SecretRing, SecretsError};
+
 use crate::gcra::Policy;
 use crate::protocol::RateSettings;
-
-/// A secret value; `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
 
 /// Everything the edge is configured with.
 #[derive(Debug, Clone)]
@@ -43,12 +26,14 @@ pub struct Settings {
     pub sku_cache_ttl_secs: u32,
     /// How long sold-out/cap facts are kept in the cache (`SKU_FACTS_TTL_SECS`).
     pub sku_facts_ttl_secs: u32,
-    /// `SESSION_SECRET`: HS256 key of shopper tokens.
-    pub session_secret: Secret,
-    /// `EDGE_SHARED_SECRET`: key of `Flashgate-Signature` towards the origin.
-    pub edge_shared_secret: Secret,
-    /// `ADMIN_TOKEN`: bearer token of `/warmup`.
-    pub admin_token: Secret,
+    /// `SESSION_SECRETS` (`kid:secret,…`) or `SESSION_SECRET`: HS256 keys of shopper tokens. A
+    /// token's `kid` header picks its key; a token without `kid` may match any of them.
+    pub session_secrets: SecretRing,
+    /// `EDGE_SHARED_SECRETS` (`kid:secret,…`, first = current) or `EDGE_SHARED_SECRET` (key id
+    /// `default`): forwarded purchases are signed (v2) with the current key.
+    pub edge_shared_secrets: SecretRing,
+    /// `ADMIN_TOKENS` (`token,…`) or `ADMIN_TOKEN`: bearer tokens of `/warmup`.
+    pub admin_tokens: BearerTokens,
 }
 
 /// A missing or invalid setting (its name and why). Logged, never shown to clients.
@@ -96,14 +81,21 @@ impl Settings {
                 }),
             }
         };
-        let secret = |name: &'static str| -> Result<Secret, ConfigError> {
-            match get(name) {
-                Some(v) if !v.is_empty() => Ok(Secret::new(v)),
-                _ => Err(ConfigError {
-                    name,
-                    reason: "is required (wrangler secret put / .dev.vars)".into(),
-                }),
+        let secrets_error = |list: &'static str, single: &'static str| {
+            move |e: SecretsError| ConfigError {
+                name: list,
+                reason: match e {
+                    SecretsError::Missing => {
+                        format!("{list} or {single} is required (wrangler secret put / .dev.vars)")
+                    }
+                    SecretsError::Conflict => format!("set {list} or {single}, not both"),
+                    other => other.to_string(),
+                },
             }
+        };
+        let ring = |list: &'static str, single: &'static str| {
+            SecretRing::from_config(get(list).as_deref(), get(single).as_deref(), 1)
+                .map_err(secrets_error(list, single))
         };
 
         let origin_url = get("ORIGIN_URL")
@@ -159,9 +151,14 @@ impl Settings {
                 defaults::SKU_FACTS_TTL_SECS,
                 60..=30 * 86_400,
             )?,
-            session_secret: secret("SESSION_SECRET")?,
-            edge_shared_secret: secret("EDGE_SHARED_SECRET")?,
-            admin_token: secret("ADMIN_TOKEN")?,
+            session_secrets: ring("SESSION_SECRETS", "SESSION_SECRET")?,
+            edge_shared_secrets: ring("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET")?,
+            admin_tokens: BearerTokens::from_config(
+                get("ADMIN_TOKENS").as_deref(),
+                get("ADMIN_TOKEN").as_deref(),
+                1,
+            )
+            .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?,
         })
     }
 
@@ -229,7 +226,6 @@ mod tests {
             ("IDEMPOTENCY_RETENTION_SECS", "3600"),
             ("ORIGIN_URL", "ftp://x"),
             ("ORIGIN_URL", ""),
-            ("SESSION_SECRET", ""),
         ] {
             let mut pairs: Vec<(&str, &str)> = REQUIRED
                 .iter()
@@ -249,7 +245,59 @@ mod tests {
             Settings::from_lookup(lookup(&missing))
                 .map(|_| ())
                 .map_err(|e| e.name),
-            Err("ADMIN_TOKEN")
+            Err("ADMIN_TOKENS")
         );
+    }
+
+    #[test]
+    fn secrets_take_the_list_or_the_single_form() {
+        let s = Settings::from_lookup(lookup(&REQUIRED)).expect("valid");
+        assert_eq!(s.edge_shared_secrets.current().0.as_str(), "default");
+        assert!(s.admin_tokens.accepts("a"));
+
+        let rotated = [
+            ("ORIGIN_URL", "http://127.0.0.1:3000"),
+            ("SESSION_SECRETS", "s2:new-session,s1:old-session"),
+            ("EDGE_SHARED_SECRETS", "k2:new-edge,k1:old-edge"),
+            ("ADMIN_TOKENS", "new-admin,old-admin"),
+        ];
+        let s = Settings::from_lookup(lookup(&rotated)).expect("valid");
+        assert_eq!(
+            s.edge_shared_secrets.current(),
+            (&shared::KeyId::parse("k2").expect("kid"), &b"new-edge"[..])
+        );
+        assert_eq!(s.session_secrets.kids().count(), 2);
+        assert!(s.admin_tokens.accepts("old-admin") && s.admin_tokens.accepts("new-admin"));
+        let shown = format!("{s:?}");
+        for secret in ["new-session", "old-edge", "new-admin"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+
+        // Both forms, or neither, or a malformed list: the list form's name is reported.
+        for (extra, name) in [
+            (("SESSION_SECRETS", "s1:x"), "SESSION_SECRETS"),
+            (("EDGE_SHARED_SECRETS", "k1:x"), "EDGE_SHARED_SECRETS"),
+            (("ADMIN_TOKENS", "x"), "ADMIN_TOKENS"),
+        ] {
+            let mut pairs = REQUIRED.to_vec();
+            pairs.push(extra);
+            let err = Settings::from_lookup(lookup(&pairs)).expect_err(name);
+            assert_eq!(err.name, name);
+            assert!(err.reason.contains("not both"), "{err}");
+        }
+        for (list, single, bad) in [
+            ("SESSION_SECRETS", "SESSION_SECRET", "no-kid-here"),
+            ("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET", "k1:a,k1:b"),
+            ("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET", ""),
+        ] {
+            let mut pairs: Vec<(&str, &str)> = REQUIRED
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != single)
+                .collect();
+            pairs.push((list, bad));
+            let err = Settings::from_lookup(lookup(&pairs)).expect_err(list);
+            assert_eq!(err.name, list, "{err}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! origin's answer (pass it on, store it, learn sold-out facts from it, or turn a failure into a
 //! 503 the shopper may retry).
 
+use shared::SecretRing;
 use shared::headers::{IDEMPOTENCY_KEY, SIGNATURE, USER};
 use shared::signing::{SignedParts, sign};
 use shared::{ErrorCode, PurchaseResponse};
@@ -20,8 +21,13 @@ pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
 pub const MAX_ORIGIN_BODY_BYTES: usize = 64 * 1024;
 
 /// The headers of the forwarded request: content type, the raw Idempotency-Key, the user and the
-/// signature over `POST /v1/purchases`, the user, the *decoded* key and the exact body bytes.
-pub fn signed_headers(secret: &[u8], now: i64, purchase: &Purchase) -> Vec<(&'static str, String)> {
+/// signature over `POST /v1/purchases`, the user, the *decoded* key and the exact body bytes — v2,
+/// with the current key of `keys` (`EDGE_SHARED_SECRETS`), named by its `kid`.
+pub fn signed_headers(
+    keys: &SecretRing,
+    now: i64,
+    purchase: &Purchase,
+) -> Vec<(&'static str, String)> {
     let parts = SignedParts {
         method: "POST",
         path: PURCHASE_PATH,
@@ -33,7 +39,7 @@ pub fn signed_headers(secret: &[u8], now: i64, purchase: &Purchase) -> Vec<(&'st
         ("content-type", "application/json".to_owned()),
         (IDEMPOTENCY_KEY, purchase.raw_key.clone()),
         (USER, purchase.user.to_string()),
-        (SIGNATURE, sign(secret, now, &parts)),
+        (SIGNATURE, sign(keys, now, &parts)),
     ]
 }
 
@@ -60,7 +66,7 @@ pub fn classify(status: u16, body: &[u8], retry_after: Option<&str>, replayed: b
         .ok()
         .filter(|_| body.len() <= MAX_ORIGIN_BODY_BYTES);
     match (status, text) {
-        // 401 `bad_signature` means the edge and the origin disagree on EDGE_SHARED_SECRET or
+        // 401 `bad_signature` means the edge and the origin disagree on the edge secrets or
         // the clock: nothing the shopper can fix, so it is the origin being unavailable to them.
         (401, _) => Outcome::Unavailable(unavailable()),
         (200..=299 | 400..=499, Some(text)) => Outcome::Answer {
@@ -103,8 +109,8 @@ mod tests {
     use super::*;
     use crate::purchase::{Incoming, validate};
     use serde_json::json;
-    use shared::Problem;
-    use shared::signing::verify;
+    use shared::signing::{Verified, Verifier, Version};
+    use shared::{KeyId, Problem};
 
     #[test]
     fn the_forwarded_request_verifies_with_the_origin_rules() {
@@ -115,8 +121,11 @@ mod tests {
             idempotency_key: Some("\"k\\\"1\""),
             body: br#"{ "qty":1, "sku":"A" }"#,
         };
-        let p = validate(incoming, b"s", 1_700_000_000).expect("valid");
-        let headers = signed_headers(b"edge", 1_700_000_000, &p);
+        let session = SecretRing::single(b"s".to_vec());
+        let p = validate(incoming, &session, 1_700_000_000).expect("valid");
+        // The edge mid-rotation: new key first (current), old key still held.
+        let edge_keys = SecretRing::parse("k2:edge-new,k1:edge-old", 1).expect("ring");
+        let headers = signed_headers(&edge_keys, 1_700_000_000, &p);
         let get = |n: &str| {
             headers
                 .iter()
@@ -125,6 +134,12 @@ mod tests {
         };
         assert_eq!(get(IDEMPOTENCY_KEY), Some("\"k\\\"1\""));
         assert_eq!(get(USER), Some("alice"));
+        // Signed v2 with the current key, named.
+        let signature = get(SIGNATURE).unwrap_or_default();
+        assert!(
+            signature.starts_with("t=1700000000,kid=k2,v2="),
+            "{signature}"
+        );
         // What the origin does: decode the key, hash the body it received, verify.
         let parts = SignedParts {
             method: "POST",
@@ -133,9 +148,34 @@ mod tests {
             idempotency_key: "k\"1",
             body: p.body.as_bytes(),
         };
-        assert_eq!(
-            verify(&[b"edge"], get(SIGNATURE), 1_700_000_100, &parts),
-            Ok(())
+        let kid = |s: &str| KeyId::parse(s).expect("kid");
+        let origin = |ring: &str| SecretRing::parse(ring, 1).expect("ring");
+        for ring in ["k2:edge-new,k1:edge-old", "k2:edge-new", "k3:x,k2:edge-new"] {
+            let origin = origin(ring);
+            let verifier = Verifier {
+                ring: &origin,
+                accept_v1: false,
+            };
+            assert_eq!(
+                verifier.verify(get(SIGNATURE), 1_700_000_100, &parts),
+                Ok(Verified {
+                    version: Version::V2,
+                    kid: kid("k2"),
+                }),
+                "{ring}"
+            );
+        }
+        // An origin that does not have the new key yet refuses it: the origins learn the new
+        // key before the edge signs with it.
+        let old_origin = origin("k1:edge-old");
+        let verifier = Verifier {
+            ring: &old_origin,
+            accept_v1: true,
+        };
+        assert!(
+            verifier
+                .verify(get(SIGNATURE), 1_700_000_100, &parts)
+                .is_err()
         );
     }
 

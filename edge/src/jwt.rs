@@ -1,18 +1,22 @@
 //! Shopper session tokens: compact JWS (RFC 7515/7519) signed with HMAC-SHA256 (`HS256`) under
-//! `SESSION_SECRET`.
+//! one of the session keys (`SESSION_SECRETS`, or the single `SESSION_SECRET`).
 //!
 //! Verification is deliberately narrow: the header's `alg` must be exactly `HS256` (no `none`, no
 //! algorithm confusion), `crit` is refused, the MAC is checked in constant time *before* the claims
 //! are looked at, `exp` is required, `nbf` is honoured when present, and `sub` must be a valid
 //! [`UserId`]. Every failure is a 401 `unauthenticated`; the variants of [`TokenError`] exist for
 //! logs and tests only.
+//!
+//! Key selection (rotation): a header `kid` must name a configured session key, and only that key
+//! is tried; a token without `kid` (issued before key ids were used) is tried against every
+//! configured key, all of them, so timing does not tell which one matched.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
 use sha2::Sha256;
-use shared::UserId;
+use shared::{KeyId, SecretRing, UserId};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -29,6 +33,8 @@ pub enum TokenError {
     Malformed,
     /// `alg` is not exactly `HS256`, or the header carries `crit`/a non-JWT `typ`.
     UnsupportedAlgorithm,
+    /// The header's `kid` is not a string naming one of the configured session keys.
+    UnknownKey,
     /// The MAC does not match (wrong key or tampered token).
     BadSignature,
     /// `exp` is absent or not a number.
@@ -48,6 +54,7 @@ impl TokenError {
             Self::Missing => "an `Authorization: Bearer <token>` header is required",
             Self::Malformed => "the bearer token is not a well-formed JWT",
             Self::UnsupportedAlgorithm => "the bearer token must be signed with HS256",
+            Self::UnknownKey => "the bearer token's `kid` names no current session key",
             Self::BadSignature => "the bearer token's signature does not verify",
             Self::MissingExpiry => "the bearer token must carry a numeric `exp`",
             Self::Expired => "the bearer token has expired",
@@ -104,8 +111,42 @@ fn new_mac(secret: &[u8]) -> HmacSha256 {
         .unwrap_or_else(|_| unreachable!("HMAC takes any key length"))
 }
 
-/// Verifies an HS256 token under `secret` at unix time `now` and returns its claims.
-pub fn verify_hs256(token: &str, secret: &[u8], now: i64) -> Result<Claims, TokenError> {
+/// Whether `signing_input` is MACed to `signature` under the key named by `kid`, or, without a
+/// `kid`, under any key of `keys` (every key is tried; each comparison is constant-time).
+fn mac_matches(
+    keys: &SecretRing,
+    kid: Option<&Value>,
+    signing_input: &[&[u8]],
+    signature: &[u8],
+) -> Result<(), TokenError> {
+    let check = |secret: &[u8]| {
+        let mut mac = new_mac(secret);
+        for piece in signing_input {
+            mac.update(piece);
+        }
+        mac.verify_slice(signature).is_ok()
+    };
+    match kid {
+        Some(kid) => {
+            let secret = kid
+                .as_str()
+                .and_then(KeyId::parse)
+                .and_then(|kid| keys.get(&kid))
+                .ok_or(TokenError::UnknownKey)?;
+            check(secret).then_some(()).ok_or(TokenError::BadSignature)
+        }
+        None => {
+            let mut any = false;
+            for (_, secret) in keys.iter() {
+                any |= check(secret);
+            }
+            any.then_some(()).ok_or(TokenError::BadSignature)
+        }
+    }
+}
+
+/// Verifies an HS256 token under the session `keys` at unix time `now` and returns its claims.
+pub fn verify_hs256(token: &str, keys: &SecretRing, now: i64) -> Result<Claims, TokenError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(TokenError::Malformed);
     }
@@ -132,13 +173,13 @@ pub fn verify_hs256(token: &str, secret: &[u8], now: i64) -> Result<Claims, Toke
     let signature = URL_SAFE_NO_PAD
         .decode(sig_b64)
         .map_err(|_| TokenError::Malformed)?;
-    let mut mac = new_mac(secret);
-    mac.update(header_b64.as_bytes());
-    mac.update(b".");
-    mac.update(claims_b64.as_bytes());
     // Constant-time comparison; a wrong-length signature simply fails.
-    mac.verify_slice(&signature)
-        .map_err(|_| TokenError::BadSignature)?;
+    mac_matches(
+        keys,
+        header.get("kid"),
+        &[header_b64.as_bytes(), b".", claims_b64.as_bytes()],
+        &signature,
+    )?;
 
     let claims = decode_object(claims_b64)?;
     let exp = claims
@@ -167,11 +208,20 @@ pub fn verify_hs256(token: &str, secret: &[u8], now: i64) -> Result<Claims, Toke
     })
 }
 
-/// Signs `claims` (a JSON object) as an HS256 JWT. Used by the `mint-token` example and tests;
-/// the edge itself never issues tokens.
+/// Signs `claims` (a JSON object) as an HS256 JWT without `kid`. Used by the `mint-token` example
+/// and tests; the edge itself never issues tokens.
 pub fn sign_hs256(claims: &Value, secret: &[u8]) -> String {
     sign_with_header(
         &serde_json::json!({"alg": "HS256", "typ": "JWT"}),
+        claims,
+        secret,
+    )
+}
+
+/// Signs `claims` as an HS256 JWT whose header names the key: `{"alg":"HS256","typ":"JWT","kid":…}`.
+pub fn sign_hs256_kid(claims: &Value, kid: &KeyId, secret: &[u8]) -> String {
+    sign_with_header(
+        &serde_json::json!({"alg": "HS256", "typ": "JWT", "kid": kid.as_str()}),
         claims,
         secret,
     )
@@ -204,10 +254,85 @@ mod tests {
         sign_hs256(&claims, SECRET)
     }
 
+    fn keys() -> SecretRing {
+        SecretRing::single(SECRET.to_vec())
+    }
+
+    fn kid(s: &str) -> KeyId {
+        KeyId::parse(s).expect("kid")
+    }
+
+    #[test]
+    fn the_kid_header_selects_the_session_key() {
+        let ring = SecretRing::parse("s2:new-session-key,s1:old-session-key", 1).expect("ring");
+        let claims = json!({"sub": "alice", "exp": NOW + 60});
+        // Each key verifies the tokens that name it.
+        for (k, secret) in [("s2", "new-session-key"), ("s1", "old-session-key")] {
+            let t = sign_hs256_kid(&claims, &kid(k), secret.as_bytes());
+            assert_eq!(
+                verify_hs256(&t, &ring, NOW).map(|c| c.sub.to_string()),
+                Ok("alice".to_owned()),
+                "{k}"
+            );
+        }
+        // A kid selects exactly its key: another configured key's secret does not verify.
+        let crossed = sign_hs256_kid(&claims, &kid("s2"), b"old-session-key");
+        assert_eq!(
+            verify_hs256(&crossed, &ring, NOW),
+            Err(TokenError::BadSignature)
+        );
+        // An unknown, retired or non-string kid is refused, even when the MAC is right.
+        let unknown = sign_hs256_kid(&claims, &kid("s0"), b"new-session-key");
+        assert_eq!(
+            verify_hs256(&unknown, &ring, NOW),
+            Err(TokenError::UnknownKey)
+        );
+        for bad_kid in [
+            json!(2),
+            json!(null),
+            json!(["s2"]),
+            json!("s 2"),
+            json!(""),
+        ] {
+            let t = sign_with_header(
+                &json!({"alg": "HS256", "kid": bad_kid}),
+                &claims,
+                b"new-session-key",
+            );
+            assert_eq!(
+                verify_hs256(&t, &ring, NOW),
+                Err(TokenError::UnknownKey),
+                "{bad_kid}"
+            );
+        }
+        // Tokens without kid (issued before key ids): any configured key.
+        for secret in ["new-session-key", "old-session-key"] {
+            let t = sign_hs256(&claims, secret.as_bytes());
+            assert!(verify_hs256(&t, &ring, NOW).is_ok(), "{secret}");
+        }
+        let retired = sign_hs256(&claims, b"older-session-key");
+        assert_eq!(
+            verify_hs256(&retired, &ring, NOW),
+            Err(TokenError::BadSignature)
+        );
+        // Once the old key is removed, its tokens stop working, with or without kid.
+        let new_only = SecretRing::parse("s2:new-session-key", 1).expect("ring");
+        let old_kid = sign_hs256_kid(&claims, &kid("s1"), b"old-session-key");
+        let old_plain = sign_hs256(&claims, b"old-session-key");
+        assert_eq!(
+            verify_hs256(&old_kid, &new_only, NOW),
+            Err(TokenError::UnknownKey)
+        );
+        assert_eq!(
+            verify_hs256(&old_plain, &new_only, NOW),
+            Err(TokenError::BadSignature)
+        );
+    }
+
     #[test]
     fn a_valid_token_yields_its_subject() {
         let t = token(json!({"sub": "alice@shop:1", "exp": NOW + 60, "iat": NOW}));
-        let claims = verify_hs256(&t, SECRET, NOW).expect("valid");
+        let claims = verify_hs256(&t, &keys(), NOW).expect("valid");
         assert_eq!(claims.sub.as_str(), "alice@shop:1");
         assert_eq!(claims.exp, NOW + 60);
     }
@@ -219,7 +344,7 @@ mod tests {
         let t = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib2IiLCJleHAiOjQxMDI0NDQ4MDB9.\
                  WATS_fEk6DE1_hhmXRhUpoVnIWcipSsCWZsBmj91orM";
         assert_eq!(
-            verify_hs256(t, b"k", NOW).map(|c| c.sub.to_string()),
+            verify_hs256(t, &SecretRing::single(b"k".to_vec()), NOW).map(|c| c.sub.to_string()),
             Ok("bob".to_owned())
         );
     }
@@ -300,7 +425,7 @@ mod tests {
             ("x".repeat(MAX_TOKEN_LEN + 1), TokenError::Malformed),
         ];
         for (t, want) in cases {
-            assert_eq!(verify_hs256(&t, SECRET, NOW), Err(want), "{t}");
+            assert_eq!(verify_hs256(&t, &keys(), NOW), Err(want), "{t}");
         }
     }
 
@@ -312,26 +437,26 @@ mod tests {
         let mut parts: Vec<&str> = t.split('.').collect();
         parts[1] = &forged_claims;
         assert_eq!(
-            verify_hs256(&parts.join("."), SECRET, NOW),
+            verify_hs256(&parts.join("."), &keys(), NOW),
             Err(TokenError::BadSignature)
         );
         // Padding and non-canonical base64 are malformed, not silently accepted.
         assert_eq!(
-            verify_hs256(&format!("{t}="), SECRET, NOW),
+            verify_hs256(&format!("{t}="), &keys(), NOW),
             Err(TokenError::Malformed)
         );
         let truncated = &t[..t.len() - 2];
-        assert!(verify_hs256(truncated, SECRET, NOW).is_err());
+        assert!(verify_hs256(truncated, &keys(), NOW).is_err());
     }
 
     #[test]
     fn fractional_and_huge_dates_are_handled_without_panicking() {
         let t = token(json!({"sub": "alice", "exp": (NOW as f64) + 0.5}));
-        assert!(verify_hs256(&t, SECRET, NOW).is_ok());
+        assert!(verify_hs256(&t, &keys(), NOW).is_ok());
         let t = token(json!({"sub": "alice", "exp": 1e300}));
-        assert!(verify_hs256(&t, SECRET, NOW).is_ok());
+        assert!(verify_hs256(&t, &keys(), NOW).is_ok());
         let t = token(json!({"sub": "alice", "exp": -1e300}));
-        assert_eq!(verify_hs256(&t, SECRET, NOW), Err(TokenError::Expired));
+        assert_eq!(verify_hs256(&t, &keys(), NOW), Err(TokenError::Expired));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! state, in the contract's order — body size (413), shopper token (401 `unauthenticated`),
 //! Idempotency-Key (400 missing / 400 invalid), body (400 `invalid_request`).
 
-use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, UserId};
+use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, SecretRing, UserId};
 
 use crate::fingerprint;
 use crate::jwt;
@@ -47,17 +47,17 @@ pub fn announced_too_large(content_length: Option<&str>) -> bool {
         .is_some_and(|n| n > MAX_BODY_BYTES as u64)
 }
 
-/// Runs the stateless checks at unix time `now` with the session `secret`.
+/// Runs the stateless checks at unix time `now` with the session keys.
 pub fn validate(
     incoming: Incoming<'_>,
-    session_secret: &[u8],
+    session_keys: &SecretRing,
     now: i64,
 ) -> Result<Purchase, Reply> {
     if incoming.body.len() > MAX_BODY_BYTES {
         return Err(too_large());
     }
     let claims = jwt::bearer_token(incoming.authorization)
-        .and_then(|token| jwt::verify_hs256(token, session_secret, now))
+        .and_then(|token| jwt::verify_hs256(token, session_keys, now))
         .map_err(|e| {
             Reply::problem(ErrorCode::Unauthenticated, e.detail())
                 .with_header("www-authenticate", "Bearer")
@@ -105,7 +105,7 @@ mod tests {
                 idempotency_key: key,
                 body,
             },
-            SECRET,
+            &SecretRing::single(SECRET.to_vec()),
             NOW,
         )
     }

@@ -1,10 +1,8 @@
 //! `GET /warmup?sku=A&sku=B…`: ops prime the cache and the sold-out facts before a sale. The
 //! admin token check, the query parsing and the report live here; the adapter does the fetching.
 
-use hmac::{Hmac, Mac};
 use serde::Serialize;
-use sha2::Sha256;
-use shared::{ErrorCode, Sku};
+use shared::{BearerTokens, ErrorCode, Sku};
 
 use crate::jwt;
 use crate::reply::Reply;
@@ -12,20 +10,9 @@ use crate::reply::Reply;
 /// Most SKUs one warmup may name (each is one origin subrequest).
 pub const MAX_SKUS: usize = 50;
 
-/// Whether `authorization` is `Bearer <admin_token>`, compared in constant time.
-pub fn authorized(authorization: Option<&str>, admin_token: &str) -> bool {
-    let Ok(given) = jwt::bearer_token(authorization) else {
-        return false;
-    };
-    // Compare MACs of both values under a fixed key: equal-length, constant-time.
-    let mac = |v: &str| {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(b"flashgate-admin-compare")
-            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        m.update(v.as_bytes());
-        m
-    };
-    let expected = mac(admin_token).finalize().into_bytes();
-    mac(given).verify_slice(&expected).is_ok()
+/// Whether `authorization` is `Bearer <one of the admin tokens>`, compared in constant time.
+pub fn authorized(authorization: Option<&str>, admin_tokens: &BearerTokens) -> bool {
+    jwt::bearer_token(authorization).is_ok_and(|given| admin_tokens.accepts(given))
 }
 
 /// The 401 of `/warmup`.
@@ -91,11 +78,17 @@ mod tests {
 
     #[test]
     fn admin_token_must_match_exactly() {
-        assert!(authorized(Some("Bearer tok"), "tok"));
-        assert!(!authorized(Some("Bearer tok2"), "tok"));
-        assert!(!authorized(Some("Bearer to"), "tok"));
-        assert!(!authorized(Some("tok"), "tok"));
-        assert!(!authorized(None, "tok"));
+        let tok = BearerTokens::parse("tok", 1).expect("tokens");
+        assert!(authorized(Some("Bearer tok"), &tok));
+        assert!(!authorized(Some("Bearer tok2"), &tok));
+        assert!(!authorized(Some("Bearer to"), &tok));
+        assert!(!authorized(Some("tok"), &tok));
+        assert!(!authorized(None, &tok));
+        // During a rotation, the new and the old token both work.
+        let both = BearerTokens::parse("new-tok,tok", 1).expect("tokens");
+        assert!(authorized(Some("Bearer tok"), &both));
+        assert!(authorized(Some("Bearer new-tok"), &both));
+        assert!(!authorized(Some("Bearer new-tok,tok"), &both));
         assert_eq!(unauthorized().code(), Some(ErrorCode::Unauthorized));
     }
 

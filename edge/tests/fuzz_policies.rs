@@ -39,12 +39,27 @@ use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 use shared::signing::{self, SignedParts, sha256_hex};
-use shared::{ErrorCode, IdempotencyKey, Problem, PurchaseRequest, Sku, SkuView, UserId};
+use shared::{
+    BearerTokens, ErrorCode, IdempotencyKey, KeyId, Problem, PurchaseRequest, SecretRing, Sku,
+    SkuView, UserId,
+};
 
 /// Cases per property when `FUZZ_CASES` is unset.
 const DEFAULT_CASES: u32 = 256;
 
 const SECRET: &[u8] = b"session-secret-for-fuzzing";
+/// The previous session key, still configured (a rotation in progress).
+const OLD_SECRET: &[u8] = b"old-session-secret-for-fuzzing";
+
+/// The session keys the properties run with: `s-cur` (current) and `s-old` (previous).
+fn session_keys() -> SecretRing {
+    let kid = |s: &str| KeyId::parse(s).unwrap_or_else(KeyId::default_id);
+    SecretRing::new(vec![
+        (kid("s-cur"), SECRET.to_vec()),
+        (kid("s-old"), OLD_SECRET.to_vec()),
+    ])
+    .unwrap_or_else(|_| SecretRing::single(SECRET.to_vec()))
+}
 const NOW: i64 = 1_700_000_000;
 
 fn cases() -> u32 {
@@ -216,6 +231,24 @@ fn typ() -> impl Strategy<Value = Option<Value>> {
     ]
 }
 
+/// A `kid` header member: mostly absent, a configured key, an unknown one, or not a key id.
+fn kid() -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        4 => Just(None),
+        2 => prop_oneof![Just("s-cur"), Just("s-old")].prop_map(|s| Some(json!(s))),
+        1 => prop_oneof!["[A-Za-z0-9._-]{1,33}", "[ -~]{0,6}", any::<String>()].prop_map(|s| Some(json!(s))),
+        1 => json_leaf().prop_map(Some),
+    ]
+}
+
+/// Which key signs a generated token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signer {
+    Current,
+    Old,
+    Other,
+}
+
 /// A NumericDate-ish member around `NOW`, or not a number at all.
 fn date(near: i64) -> impl Strategy<Value = Option<Value>> {
     prop_oneof![
@@ -244,7 +277,7 @@ fn sub() -> impl Strategy<Value = Option<Value>> {
 struct TokenParts {
     header: Map<String, Value>,
     claims: Map<String, Value>,
-    right_key: bool,
+    signer: Signer,
     now: i64,
 }
 
@@ -271,6 +304,7 @@ fn token_parts() -> impl Strategy<Value = TokenParts> {
             typ(),
             prop::option::weighted(0.1, json_leaf()),
             extra(),
+            kid(),
         ),
         (
             sub(),
@@ -278,14 +312,21 @@ fn token_parts() -> impl Strategy<Value = TokenParts> {
             prop::option::weighted(0.4, date(NOW)),
             extra(),
         ),
-        prop::bool::weighted(0.9),
+        prop_oneof![
+            6 => Just(Signer::Current),
+            3 => Just(Signer::Old),
+            1 => Just(Signer::Other),
+        ],
         -5i64..=5,
     )
         .prop_map(
-            |((alg, typ, crit, hx), (sub, exp, nbf, cx), right_key, dnow)| TokenParts {
-                header: object(vec![("alg", alg), ("typ", typ), ("crit", crit)], hx),
+            |((alg, typ, crit, hx, kid), (sub, exp, nbf, cx), signer, dnow)| TokenParts {
+                header: object(
+                    vec![("alg", alg), ("typ", typ), ("crit", crit), ("kid", kid)],
+                    hx,
+                ),
                 claims: object(vec![("sub", sub), ("exp", exp), ("nbf", nbf.flatten())], cx),
-                right_key,
+                signer,
                 now: NOW + dnow,
             },
         )
@@ -309,7 +350,15 @@ fn model_token(p: &TokenParts, token_len: usize) -> Result<(String, i64), TokenE
     if p.header.contains_key("crit") {
         return Err(TokenError::UnsupportedAlgorithm);
     }
-    if !p.right_key {
+    // Key selection: a `kid` must be a string naming a configured key (`s-cur`, `s-old`) and
+    // only that key is tried; without `kid` either configured key may have signed.
+    let verified = match p.header.get("kid") {
+        None => matches!(p.signer, Signer::Current | Signer::Old),
+        Some(Value::String(k)) if k == "s-cur" => p.signer == Signer::Current,
+        Some(Value::String(k)) if k == "s-old" => p.signer == Signer::Old,
+        Some(_) => return Err(TokenError::UnknownKey),
+    };
+    if !verified {
         return Err(TokenError::BadSignature);
     }
     let number = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|f| f.is_finite());
@@ -333,10 +382,10 @@ fn model_token(p: &TokenParts, token_len: usize) -> Result<(String, i64), TokenE
 }
 
 fn mint(p: &TokenParts) -> String {
-    let key: &[u8] = if p.right_key {
-        SECRET
-    } else {
-        b"some-other-key"
+    let key: &[u8] = match p.signer {
+        Signer::Current => SECRET,
+        Signer::Old => OLD_SECRET,
+        Signer::Other => b"some-other-key",
     };
     jwt::sign_with_header(
         &Value::Object(p.header.clone()),
@@ -349,7 +398,8 @@ fn mint(p: &TokenParts) -> String {
 fn jwt_verification_matches_the_model() {
     fuzz("jwt.verify.model", token_parts(), |p| {
         let token = mint(&p);
-        let got = jwt::verify_hs256(&token, SECRET, p.now).map(|c| (c.sub.to_string(), c.exp));
+        let got =
+            jwt::verify_hs256(&token, &session_keys(), p.now).map(|c| (c.sub.to_string(), c.exp));
         prop_assert_eq!(got, model_token(&p, token.len()), "{}", token);
         Ok(())
     });
@@ -373,7 +423,7 @@ fn jwt_a_token_minted_with_the_secret_verifies() {
             claims.insert("iat".into(), json!(NOW - age));
         }
         let token = jwt::sign_hs256(&Value::Object(claims), SECRET);
-        let c = jwt::verify_hs256(&token, SECRET, NOW).map_err(|e| fail(e.detail()))?;
+        let c = jwt::verify_hs256(&token, &session_keys(), NOW).map_err(|e| fail(e.detail()))?;
         prop_assert_eq!((c.sub.as_str(), c.exp), (user.as_str(), NOW + ttl));
         // Through the Authorization header too.
         let header = format!("Bearer {token}");
@@ -399,12 +449,12 @@ fn jwt_any_alg_but_hs256_is_refused() {
             for header in [json!({"alg": alg, "typ": "JWT"}), json!({"alg": alg})] {
                 let signed = jwt::sign_with_header(&header, &claims, SECRET);
                 prop_assert_eq!(
-                    jwt::verify_hs256(&signed, SECRET, NOW),
+                    jwt::verify_hs256(&signed, &session_keys(), NOW),
                     Err(TokenError::UnsupportedAlgorithm)
                 );
                 // And unsigned (`alg: none` style, empty signature).
                 let unsigned = format!("{}.", signed.rsplit_once('.').map_or("", |(si, _)| si));
-                prop_assert!(jwt::verify_hs256(&unsigned, SECRET, NOW).is_err());
+                prop_assert!(jwt::verify_hs256(&unsigned, &session_keys(), NOW).is_err());
             }
             Ok(())
         },
@@ -434,11 +484,15 @@ fn jwt_any_single_change_is_refused() {
         if chars[i] != with {
             chars[i] = with;
             let bad: String = chars.iter().collect();
-            prop_assert!(jwt::verify_hs256(&bad, SECRET, NOW).is_err(), "{}", bad);
+            prop_assert!(
+                jwt::verify_hs256(&bad, &session_keys(), NOW).is_err(),
+                "{}",
+                bad
+            );
         }
         // A wrong key never verifies.
         prop_assert_eq!(
-            jwt::verify_hs256(&token, b"wrong", NOW),
+            jwt::verify_hs256(&token, &SecretRing::single(b"wrong".to_vec()), NOW),
             Err(TokenError::BadSignature)
         );
         Ok(())
@@ -461,7 +515,7 @@ fn jwt_never_panics_on_any_string() {
         (4090usize..4100).prop_map(|n| "a.b.".to_owned() + &"c".repeat(n)),
     ];
     fuzz("jwt.any_string", input, |t| {
-        let got = jwt::verify_hs256(&t, SECRET, NOW);
+        let got = jwt::verify_hs256(&t, &session_keys(), NOW);
         if t.split('.').count() != 3 || t.len() > jwt::MAX_TOKEN_LEN {
             prop_assert_eq!(got, Err(TokenError::Malformed));
         }
@@ -907,7 +961,7 @@ fn purchase_checks_run_in_contract_order() {
                     idempotency_key: key.as_deref(),
                     body: &body,
                 },
-                SECRET,
+                &session_keys(),
                 NOW,
             );
             let code =
@@ -945,7 +999,9 @@ fn purchase_checks_run_in_contract_order() {
 
             // The forwarded request verifies under the origin's rules: it decodes the key header,
             // hashes the body it receives and checks the signature over its own route.
-            let headers = forward::signed_headers(b"edge-shared-secret", NOW, &p);
+            let edge_keys = SecretRing::parse("e2:edge-shared-secret,e1:old-edge-shared-secret", 1)
+                .map_err(|e| fail(e.to_string()))?;
+            let headers = forward::signed_headers(&edge_keys, NOW, &p);
             let get = |n: &str| {
                 headers
                     .iter()
@@ -964,14 +1020,19 @@ fn purchase_checks_run_in_contract_order() {
                 idempotency_key: origin_key.as_str(),
                 body: p.body.as_bytes(),
             };
+            // v2 with the edge's current key, verified by an origin that holds only that key
+            // and no longer takes v1.
+            let ring =
+                SecretRing::parse("e2:edge-shared-secret", 1).map_err(|e| fail(e.to_string()))?;
+            let verifier = signing::Verifier {
+                ring: &ring,
+                accept_v1: false,
+            };
             prop_assert_eq!(
-                signing::verify(
-                    &[b"edge-shared-secret"],
-                    get(shared::headers::SIGNATURE),
-                    NOW + skew,
-                    &parts
-                ),
-                Ok(())
+                verifier
+                    .verify(get(shared::headers::SIGNATURE), NOW + skew, &parts)
+                    .map(|v| (v.version, v.kid.to_string())),
+                Ok((signing::Version::V2, "e2".to_owned()))
             );
             Ok(())
         },
@@ -1477,15 +1538,18 @@ fn warmup_query_and_admin_token() {
             }
             Err(r) => prop_assert_eq!(r.code(), Some(ErrorCode::InvalidRequest)),
         }
+        // The single-form ADMIN_TOKEN is taken verbatim (commas included).
+        let tokens =
+            BearerTokens::from_config(None, Some(&token), 1).map_err(|e| fail(e.to_string()))?;
         let right = format!("Bearer {token}");
-        prop_assert!(warmup::authorized(Some(&right), &token));
+        prop_assert!(warmup::authorized(Some(&right), &tokens));
         let wrong = format!("Bearer {token}x");
-        prop_assert!(!warmup::authorized(Some(&wrong), &token));
-        prop_assert!(!warmup::authorized(Some(&token), &token));
+        prop_assert!(!warmup::authorized(Some(&wrong), &tokens));
+        prop_assert!(!warmup::authorized(Some(&token), &tokens));
         if let Some(h) = header {
             let expected_token = jwt::bearer_token(Some(&h)).ok();
             prop_assert_eq!(
-                warmup::authorized(Some(&h), &token),
+                warmup::authorized(Some(&h), &tokens),
                 expected_token == Some(token.as_str())
             );
         }
@@ -1508,7 +1572,10 @@ fn settings_from_any_environment() {
         "SKU_CACHE_TTL_SECS",
         "SKU_FACTS_TTL_SECS",
         "SESSION_SECRET",
+        "SESSION_SECRETS",
         "EDGE_SHARED_SECRET",
+        "EDGE_SHARED_SECRETS",
+        "ADMIN_TOKENS",
         "ADMIN_TOKEN",
     ];
     let value = prop::option::weighted(
@@ -1535,8 +1602,80 @@ fn settings_from_any_environment() {
             prop_assert!(!s.origin_url.ends_with('/'));
             prop_assert!(s.retention_secs >= 86_400);
             prop_assert!(s.in_flight_timeout_ms() > i64::from(s.origin_timeout_ms));
-            prop_assert!(!s.session_secret.expose().is_empty());
-            prop_assert_eq!(format!("{:?}", s.admin_token), "Secret(***)");
+            prop_assert!(!s.session_secrets.current().1.is_empty());
+            prop_assert!(!s.edge_shared_secrets.current().1.is_empty());
+            // Exactly one form of each secret was set, and no secret prints.
+            for (list, single) in [
+                ("SESSION_SECRETS", "SESSION_SECRET"),
+                ("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET"),
+                ("ADMIN_TOKENS", "ADMIN_TOKEN"),
+            ] {
+                let set = |n: &str| get(n).is_some_and(|v| !v.is_empty());
+                prop_assert!(set(list) != set(single), "{} / {}", list, single);
+            }
+            prop_assert_eq!(
+                format!("{:?}", s.admin_tokens),
+                format!("BearerTokens({} accepted, ***)", s.admin_tokens.len())
+            );
+        }
+        Ok(())
+    });
+}
+
+/// The three rotatable secrets: each is set in exactly one of its two forms, the list form
+/// parses as `shared::secrets` says, and the first pair at fault is the one reported.
+#[test]
+fn secret_settings_take_exactly_one_form() {
+    let ring_like = prop_oneof![
+        "[a-z0-9]{1,4}:[!-+--~]{1,12}(,[a-z0-9]{1,4}:[!-+--~]{1,12}){0,2}",
+        "[a-z0-9:, ]{0,12}",
+        any::<String>(),
+    ];
+    let value = prop::option::weighted(0.5, prop_oneof![ring_like, "[!-~]{1,12}"]);
+    let input = prop::collection::vec(value, 6);
+    fuzz("config.secret_forms", input, |values| {
+        let pairs = [
+            ("SESSION_SECRETS", "SESSION_SECRET"),
+            ("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET"),
+            ("ADMIN_TOKENS", "ADMIN_TOKEN"),
+        ];
+        let get = |name: &str| -> Option<String> {
+            if name == "ORIGIN_URL" {
+                return Some("http://127.0.0.1:8080".to_owned());
+            }
+            pairs
+                .iter()
+                .flat_map(|(l, s)| [*l, *s])
+                .position(|n| n == name)
+                .and_then(|i| values[i].clone())
+        };
+        let got = Settings::from_lookup(get);
+        // The model: the first pair whose configuration is refused names the error.
+        let refused = pairs.iter().find(|(list, single)| {
+            let (l, s) = (get(list), get(single));
+            if *list == "ADMIN_TOKENS" {
+                BearerTokens::from_config(l.as_deref(), s.as_deref(), 1).is_err()
+            } else {
+                SecretRing::from_config(l.as_deref(), s.as_deref(), 1).is_err()
+            }
+        });
+        prop_assert_eq!(
+            got.as_ref().err().map(|e| e.name),
+            refused.map(|(list, _)| *list)
+        );
+        if let Ok(s) = got {
+            for (list, single) in pairs {
+                let set = |n: &str| get(n).is_some_and(|v| !v.is_empty());
+                prop_assert!(set(list) != set(single), "{} / {}", list, single);
+            }
+            // The edge signs with the first key of the list form, or `default`.
+            let want = match get("EDGE_SHARED_SECRETS").filter(|v| !v.is_empty()) {
+                Some(l) => SecretRing::parse(&l, 1)
+                    .map(|r| r.current().0.clone())
+                    .map_err(|e| fail(e.to_string()))?,
+                None => KeyId::default_id(),
+            };
+            prop_assert_eq!(s.edge_shared_secrets.current().0, &want);
         }
         Ok(())
     });

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
+use crate::auth::Credentials;
 use crate::metrics::Metrics;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
@@ -110,8 +111,11 @@ impl Application {
             lock,
             metrics,
             registry: Arc::new(registry),
-            edge_secret: Arc::new(settings.edge_shared_secret.clone()),
-            admin_token: Arc::new(settings.admin_token.clone()),
+            credentials: Arc::new(Credentials {
+                edge_secrets: settings.edge_secrets.clone(),
+                accept_signature_v1: settings.accept_signature_v1,
+                admin_tokens: settings.admin_tokens.clone(),
+            }),
             pseudonyms,
         };
         Ok(Self {

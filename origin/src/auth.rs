@@ -1,24 +1,32 @@
-//! Who may call what: the admin bearer token and the edge's request signature. Secrets are
-//! compared in constant time and never logged.
+//! Who may call what: the admin bearer tokens and the edge's request signature. Several secrets
+//! can be accepted at once so they rotate without downtime (see README "Secret rotation");
+//! secrets are compared in constant time and never logged.
 
 use axum::http::{HeaderMap, header};
-use secrecy::{ExposeSecret, SecretString};
-use shared::signing::{self, SignedParts};
-use shared::{ErrorCode, UserId, headers};
-use subtle::ConstantTimeEq;
+use shared::signing::{SignedParts, Verified, Verifier};
+use shared::{BearerTokens, ErrorCode, SecretRing, UserId, headers};
 
 use crate::problem::ApiError;
 
-/// Checks `Authorization: Bearer <ADMIN_TOKEN>`; 401 `unauthorized` otherwise.
-pub fn require_admin(headers: &HeaderMap, token: &SecretString) -> Result<(), ApiError> {
+/// The credentials the origin accepts, from the settings.
+#[derive(Debug)]
+pub struct Credentials {
+    /// Keys of the edge's signatures (`EDGE_SHARED_SECRETS` / `EDGE_SHARED_SECRET`).
+    pub edge_secrets: SecretRing,
+    /// `ACCEPT_SIGNATURE_V1`: whether v1 signatures are still accepted.
+    pub accept_signature_v1: bool,
+    /// Admin bearer tokens (`ADMIN_TOKENS` / `ADMIN_TOKEN`).
+    pub admin_tokens: BearerTokens,
+}
+
+/// Checks `Authorization: Bearer <one of the admin tokens>`; 401 `unauthorized` otherwise.
+pub fn require_admin(headers: &HeaderMap, tokens: &BearerTokens) -> Result<(), ApiError> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let expected = token.expose_secret().as_bytes();
-    // `ct_eq` on slices of different length returns false without looking at the contents.
-    if bool::from(presented.as_bytes().ct_eq(expected)) {
+        .and_then(|v| v.strip_prefix("Bearer "));
+    // Constant time over every token, whatever their lengths.
+    if presented.is_some_and(|p| tokens.accepts(p)) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -28,16 +36,24 @@ pub fn require_admin(headers: &HeaderMap, token: &SecretString) -> Result<(), Ap
     }
 }
 
-/// Verifies `Flashgate-Signature` over the request and returns the signed `Flashgate-User`.
-/// Any failure is 401 `bad_signature`.
+/// A purchase request the edge signed: who it is for, and which scheme and key signed it.
+#[derive(Debug)]
+pub struct EdgeRequest {
+    pub user: UserId,
+    pub signature: Verified,
+}
+
+/// Verifies `Flashgate-Signature` over the request (v2 with the key its `kid` names, or v1
+/// against every key while v1 is accepted) and returns the signed `Flashgate-User`. Any failure
+/// is 401 `bad_signature`.
 pub fn verify_edge(
     headers: &HeaderMap,
-    secret: &SecretString,
+    credentials: &Credentials,
     method: &str,
     path: &str,
     body: &[u8],
     now_unix: i64,
-) -> Result<UserId, ApiError> {
+) -> Result<EdgeRequest, ApiError> {
     let bad = |why: &str| ApiError::new(ErrorCode::BadSignature, why.to_owned());
     let user_raw = headers
         .get(headers::USER)
@@ -66,15 +82,13 @@ pub fn verify_edge(
         idempotency_key: &key,
         body,
     };
-    signing::verify(
-        &[secret.expose_secret().as_bytes()],
-        header,
-        now_unix,
-        &parts,
-    )
-    .map_err(|e| {
+    let verifier = Verifier {
+        ring: &credentials.edge_secrets,
+        accept_v1: credentials.accept_signature_v1,
+    };
+    let signature = verifier.verify(header, now_unix, &parts).map_err(|e| {
         tracing::info!(reason = %e, "refused edge signature");
         bad(&e.to_string())
     })?;
-    Ok(user)
+    Ok(EdgeRequest { user, signature })
 }

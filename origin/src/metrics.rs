@@ -17,6 +17,15 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Label set of `origin_edge_signatures_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignatureLabels {
+    /// `v1` or `v2`.
+    pub scheme: String,
+    /// The key id that verified (for v1, the first key of the ring whose secret matched).
+    pub kid: String,
+}
+
 /// Every metric the origin exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -24,6 +33,9 @@ pub struct Metrics {
     pub purchase_requests: Counter,
     /// `origin_purchases_total{outcome}`: answers to purchase requests.
     pub purchases: Family<OutcomeLabels, Counter>,
+    /// `origin_edge_signatures_total{scheme,kid}`: verified edge signatures, by scheme and key —
+    /// during a rotation, the retired key may be removed once its count stops growing everywhere.
+    pub edge_signatures: Family<SignatureLabels, Counter>,
     /// `origin_purchase_duration_seconds`: time from request to answer.
     pub purchase_duration: Histogram,
     /// `origin_db_transaction_seconds`: duration of one purchase-batch transaction.
@@ -61,6 +73,7 @@ impl Metrics {
         let metrics = Self {
             purchase_requests: Counter::default(),
             purchases: Family::default(),
+            edge_signatures: Family::default(),
             purchase_duration: latency(),
             db_transaction: latency(),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
@@ -85,6 +98,11 @@ impl Metrics {
             "origin_purchases",
             "Answers to purchase requests by outcome",
             metrics.purchases.clone(),
+        );
+        r.register(
+            "origin_edge_signatures",
+            "Verified edge signatures by scheme (v1, v2) and key id",
+            metrics.edge_signatures.clone(),
         );
         r.register(
             "origin_purchase_duration_seconds",
@@ -154,6 +172,16 @@ impl Metrics {
         self.purchases
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a verified edge signature under its scheme and key id.
+    pub fn count_signature(&self, verified: &shared::signing::Verified) {
+        self.edge_signatures
+            .get_or_create(&SignatureLabels {
+                scheme: verified.version.as_str().to_owned(),
+                kid: verified.kid.to_string(),
             })
             .inc();
     }

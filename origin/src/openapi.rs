@@ -50,7 +50,7 @@ impl utoipa::Modify for Security {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("ADMIN_TOKEN"))
+                    .description(Some("one of ADMIN_TOKENS (or ADMIN_TOKEN)"))
                     .build(),
             ),
         );
@@ -58,7 +58,12 @@ impl utoipa::Modify for Security {
             "edge_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "Flashgate-Signature",
-                "t=<unix seconds>,v1=<hex HMAC-SHA256(EDGE_SHARED_SECRET, \"{t}.{METHOD}.{path}.{Flashgate-User}.{Idempotency-Key}.{sha256_hex(body)}\")>",
+                "v2 (what the edge sends): t=<unix seconds>,kid=<key id>,v2=<hex HMAC-SHA256(secret of kid, netstrings of \
+                 flashgate-signature-v2, t, kid, METHOD, path, Flashgate-User, Idempotency-Key, sha256_hex(body))>, \
+                 a netstring being <byte length>:<bytes>, (docs/signing.md). \
+                 v1 (accepted while ACCEPT_SIGNATURE_V1=true, against every configured secret): \
+                 t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"{t}.{METHOD}.{path}.{Flashgate-User}.{Idempotency-Key}.{sha256_hex(body)}\")>. \
+                 |now - t| <= 300 s.",
             ))),
         );
     }

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use secrecy::SecretString;
+use shared::{BearerTokens, SecretRing, SecretsError};
 
 /// Why the environment does not describe a runnable origin.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +20,16 @@ pub enum SettingsError {
     /// the server's certificate).
     #[error("environment variable {name} is refused: {reason}")]
     PlaintextRefused { name: &'static str, reason: String },
+    #[error("{list} / {single}: {source}")]
+    Secrets {
+        list: &'static str,
+        single: &'static str,
+        source: SecretsError,
+    },
 }
+
+/// Shortest accepted edge secret or admin token.
+pub const MIN_SECRET_LEN: usize = 16;
 
 /// The whole origin configuration.
 #[derive(Debug, Clone)]
@@ -38,10 +48,14 @@ pub struct Settings {
     pub redlock_breaker: BreakerSettings,
     /// `LISTEN_ADDR`: where the HTTP server binds (default `127.0.0.1:8080`; port 0 = any).
     pub listen_addr: SocketAddr,
-    /// `EDGE_SHARED_SECRET`: HMAC key the edge signs purchase requests with.
-    pub edge_shared_secret: SecretString,
-    /// `ADMIN_TOKEN`: bearer token of the admin API.
-    pub admin_token: SecretString,
+    /// `EDGE_SHARED_SECRETS` (`kid:secret,…`, first = current) or `EDGE_SHARED_SECRET` (one
+    /// secret, key id `default`): the keys edge signatures are verified with.
+    pub edge_secrets: SecretRing,
+    /// `ACCEPT_SIGNATURE_V1` (default `true`): whether v1 signatures (no key id, ambiguous user/key
+    /// boundary) are still accepted; `false` once every edge signs v2.
+    pub accept_signature_v1: bool,
+    /// `ADMIN_TOKENS` (`token,…`) or `ADMIN_TOKEN`: the bearer tokens of the admin API.
+    pub admin_tokens: BearerTokens,
     /// `REDIS_KEY_PREFIX` (default `flashgate`): namespace of every Redis key of this deployment.
     pub redis_key_prefix: String,
     /// `RUN_MIGRATIONS` (default `true`): apply `origin/migrations` at startup.
@@ -228,16 +242,25 @@ impl Settings {
                 .filter(|v| !v.is_empty())
                 .ok_or(SettingsError::Missing(name))
         };
-        let secret = |name: &'static str| -> Result<SecretString, SettingsError> {
-            let v = required(name)?;
-            if v.len() < 16 {
-                return Err(SettingsError::Invalid {
-                    name,
-                    reason: "must be at least 16 characters".into(),
-                });
+        let secrets_error = |list, single| {
+            move |source| SettingsError::Secrets {
+                list,
+                single,
+                source,
             }
-            Ok(SecretString::from(v))
         };
+        let edge_secrets = SecretRing::from_config(
+            get("EDGE_SHARED_SECRETS").as_deref(),
+            get("EDGE_SHARED_SECRET").as_deref(),
+            MIN_SECRET_LEN,
+        )
+        .map_err(secrets_error("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET"))?;
+        let admin_tokens = BearerTokens::from_config(
+            get("ADMIN_TOKENS").as_deref(),
+            get("ADMIN_TOKEN").as_deref(),
+            MIN_SECRET_LEN,
+        )
+        .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?;
         let parsed = |name: &'static str, default: &str| -> Result<String, SettingsError> {
             Ok(get(name)
                 .filter(|v| !v.is_empty())
@@ -331,6 +354,7 @@ impl Settings {
         };
         let run_migrations = boolean("RUN_MIGRATIONS", "true")?;
         let single_flight = boolean("SINGLE_FLIGHT", "true")?;
+        let accept_signature_v1 = boolean("ACCEPT_SIGNATURE_V1", "true")?;
         let purchase = PurchaseSettings {
             batch_max: num::<usize>("BATCH_MAX", parsed("BATCH_MAX", "64")?)?.clamp(1, 1000),
             queue_capacity: num::<usize>("QUEUE_CAPACITY", parsed("QUEUE_CAPACITY", "4096")?)?
@@ -356,8 +380,9 @@ impl Settings {
             redis_tls,
             redlock_breaker,
             listen_addr: num("LISTEN_ADDR", parsed("LISTEN_ADDR", "127.0.0.1:8080")?)?,
-            edge_shared_secret: secret("EDGE_SHARED_SECRET")?,
-            admin_token: secret("ADMIN_TOKEN")?,
+            edge_secrets,
+            accept_signature_v1,
+            admin_tokens,
             redis_key_prefix: parsed("REDIS_KEY_PREFIX", "flashgate")?,
             run_migrations,
             db_max_connections: num::<u32>(
@@ -373,7 +398,13 @@ impl Settings {
             )?),
             log_hash_key: match get("LOG_HASH_KEY").filter(|v| !v.is_empty()) {
                 None => None,
-                Some(_) => Some(secret("LOG_HASH_KEY")?),
+                Some(v) if v.len() < 16 => {
+                    return Err(SettingsError::Invalid {
+                        name: "LOG_HASH_KEY",
+                        reason: "must be at least 16 characters".into(),
+                    });
+                }
+                Some(v) => Some(SecretString::from(v)),
             },
             purchase,
         })
@@ -456,15 +487,6 @@ mod tests {
         let mut short = BASE.to_vec();
         short[2] = ("EDGE_SHARED_SECRET", "short");
         assert!(Settings::from_lookup(env(&short)).is_err());
-    }
-
-    fn with(extra: &[(&'static str, &'static str)]) -> Result<Settings, SettingsError> {
-        let mut pairs = BASE.to_vec();
-        for (k, v) in extra {
-            pairs.retain(|(name, _)| name != k);
-            pairs.push((k, v));
-        }
-        Settings::from_lookup(env(&pairs))
     }
 
     fn refused(result: Result<Settings, SettingsError>, name: &str) {
@@ -587,6 +609,79 @@ mod tests {
         ] {
             let err = with(&[bad]).expect_err("invalid breaker setting");
             assert!(err.to_string().contains(bad.0), "{err}");
+        }
+    }
+
+    fn with(changes: &[(&'static str, &'static str)]) -> Result<Settings, SettingsError> {
+        let mut pairs: Vec<(&str, &str)> = BASE
+            .iter()
+            .copied()
+            .filter(|(k, _)| !changes.iter().any(|(c, _)| c == k))
+            .collect();
+        pairs.extend(changes.iter().filter(|(_, v)| !v.is_empty()));
+        Settings::from_lookup(env(&pairs))
+    }
+
+    #[test]
+    fn secrets_take_the_list_or_the_single_form() {
+        // The single forms: one secret under the key id `default`, one admin token.
+        let s = Settings::from_lookup(env(&BASE)).expect("valid");
+        assert_eq!(s.edge_secrets.current().0.as_str(), "default");
+        assert!(s.admin_tokens.accepts("admin-token-0123456789"));
+        assert!(s.accept_signature_v1);
+
+        let s = with(&[
+            ("EDGE_SHARED_SECRET", ""),
+            (
+                "EDGE_SHARED_SECRETS",
+                "k2:new-secret-0123456789,k1:old-secret-0123456789",
+            ),
+            ("ADMIN_TOKEN", ""),
+            ("ADMIN_TOKENS", "new-admin-token-0123,old-admin-token-0123"),
+            ("ACCEPT_SIGNATURE_V1", "false"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            s.edge_secrets
+                .kids()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>(),
+            ["k2", "k1"]
+        );
+        assert!(s.admin_tokens.accepts("old-admin-token-0123"));
+        assert!(!s.accept_signature_v1);
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("new-secret") && !shown.contains("admin-token"),
+            "{shown}"
+        );
+
+        for (changes, name) in [
+            (
+                &[("EDGE_SHARED_SECRETS", "k2:new-secret-0123456789")][..],
+                "EDGE_SHARED_SECRETS",
+            ),
+            (&[("EDGE_SHARED_SECRET", "")][..], "EDGE_SHARED_SECRETS"),
+            (
+                &[
+                    ("EDGE_SHARED_SECRET", ""),
+                    ("EDGE_SHARED_SECRETS", "k2:too-short"),
+                ][..],
+                "EDGE_SHARED_SECRETS",
+            ),
+            (
+                &[("ADMIN_TOKENS", "another-admin-token-0123")][..],
+                "ADMIN_TOKENS",
+            ),
+            (&[("ADMIN_TOKEN", "")][..], "ADMIN_TOKENS"),
+            (
+                &[("ACCEPT_SIGNATURE_V1", "maybe")][..],
+                "ACCEPT_SIGNATURE_V1",
+            ),
+        ] {
+            let err = with(changes).expect_err(name);
+            assert!(err.to_string().contains(name), "{err}");
+            assert!(!err.to_string().contains("secret-0123"), "{err}");
         }
     }
 }

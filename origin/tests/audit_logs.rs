@@ -14,6 +14,7 @@ use std::time::Duration;
 use origin::pseudonym::Pseudonyms;
 use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess, database_of};
 use serde_json::Value;
+use shared::SecretRing;
 use shared::signing::{SignedParts, sign};
 use sqlx::PgPool;
 
@@ -47,7 +48,7 @@ async fn buy(
         .header("flashgate-request-id", request_id)
         .header(
             "flashgate-signature",
-            sign(secret.as_bytes(), now(), &parts),
+            sign(&SecretRing::single(secret), now(), &parts),
         )
         .body(body)
         .send()

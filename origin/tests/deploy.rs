@@ -644,7 +644,7 @@ async fn every_metric_in_dashboard_and_alerts_is_exported_by_a_live_origin(pool:
         .header("idempotency-key", "deploy-key-1")
         .header(
             "flashgate-signature",
-            signing::sign(EDGE_SECRET.as_bytes(), now(), &parts),
+            signing::sign(&shared::SecretRing::single(EDGE_SECRET), now(), &parts),
         )
         .body(body.to_vec())
         .send()

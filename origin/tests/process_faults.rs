@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess, PrivatePostgres};
+use shared::SecretRing;
 use shared::signing::{SignedParts, sign};
 use sqlx::PgPool;
 use tokio::sync::Mutex;
@@ -48,7 +49,7 @@ async fn buy(
         .header("idempotency-key", key)
         .header(
             "flashgate-signature",
-            sign(EDGE_SECRET.as_bytes(), now(), &parts),
+            sign(&SecretRing::single(EDGE_SECRET), now(), &parts),
         )
         .body(body)
         .timeout(Duration::from_secs(10))

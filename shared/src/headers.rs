@@ -5,7 +5,7 @@
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The shopper's id, set by the edge after it authenticated the shopper.
 pub const USER: &str = "flashgate-user";
-/// `t=<unix seconds>,v1=<hex HMAC-SHA256>`, see [`crate::signing`].
+/// `t=<unix>,v1=<hex>` or `t=<unix>,kid=<key id>,v2=<hex>` (HMAC-SHA256), see [`crate::signing`].
 pub const SIGNATURE: &str = "flashgate-signature";
 /// `true` on a response that replays a stored outcome of the same idempotency key.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";

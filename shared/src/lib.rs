@@ -4,7 +4,10 @@
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
-//! - [`signing`]: the `Flashgate-Signature` HMAC scheme the edge signs with and the origin verifies.
+//! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
+//!   origin verifies.
+//! - [`secrets`]: rotatable secrets parsed once from configuration (`KeyId`, `SecretRing`,
+//!   `BearerTokens`), shared by the origin and the edge.
 //! - [`headers`]: the header names of the contract.
 //!
 //! The crate is plain Rust with no I/O and no clock (callers pass `now`), so it builds for the
@@ -13,9 +16,11 @@
 pub mod domain;
 pub mod headers;
 pub mod problem;
+pub mod secrets;
 pub mod signing;
 pub mod wire;
 
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use problem::{ErrorCode, Problem};
+pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
 pub use wire::{PurchaseRequest, PurchaseResponse, SkuUpsert, SkuView};

@@ -37,11 +37,7 @@ pub(crate) async fn handle(req: &mut Request, env: &Env, settings: &Settings) ->
         idempotency_key: key.as_deref(),
         body: &body,
     };
-    let purchase = match purchase::validate(
-        incoming,
-        settings.session_secret.expose().as_bytes(),
-        now_ms() / 1_000,
-    ) {
+    let purchase = match purchase::validate(incoming, &settings.session_secrets, now_ms() / 1_000) {
         Ok(p) => p,
         Err(reply) => return reply,
     };
@@ -108,11 +104,8 @@ async fn forward_to_origin(
     facts_key: &str,
 ) -> Reply {
     let url = format!("{}{}", settings.origin_url, forward::PURCHASE_PATH);
-    let headers = forward::signed_headers(
-        settings.edge_shared_secret.expose().as_bytes(),
-        now_ms() / 1_000,
-        purchase,
-    );
+    let headers =
+        forward::signed_headers(&settings.edge_shared_secrets, now_ms() / 1_000, purchase);
     let outcome = match origin::send(
         Method::Post,
         &url,

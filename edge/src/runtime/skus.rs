@@ -75,7 +75,7 @@ pub(crate) async fn view(req: &Request, settings: &Settings, raw_sku: &str) -> R
 pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
     if !warmup::authorized(
         header(req, "authorization").as_deref(),
-        settings.admin_token.expose(),
+        &settings.admin_tokens,
     ) {
         return warmup::unauthorized();
     }

@@ -32,7 +32,7 @@ pub(crate) async fn put_sku(
     request: Body,
 ) -> Result<Json<SkuView>, ApiError> {
     let bytes = body::read_limited(request).await?;
-    auth::require_admin(&headers, &app.admin_token)?;
+    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let sku = Sku::parse(&raw)?;
     let sale = SkuUpsert::from_json(&bytes)?;
     let view = store::upsert_sku(&app.pool, &sku, &sale)

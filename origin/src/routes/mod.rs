@@ -15,13 +15,13 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post, put};
 use prometheus_client::registry::Registry;
-use secrecy::SecretString;
 use shared::ErrorCode;
 use shared::headers::REQUEST_ID;
 use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::auth::Credentials;
 use crate::metrics::Metrics;
 use crate::problem::ApiError;
 use crate::pseudonym::Pseudonyms;
@@ -36,8 +36,8 @@ pub struct AppState {
     pub lock: Redlock,
     pub metrics: Arc<Metrics>,
     pub registry: Arc<Registry>,
-    pub edge_secret: Arc<SecretString>,
-    pub admin_token: Arc<SecretString>,
+    /// Edge signature keys and admin tokens.
+    pub credentials: Arc<Credentials>,
     /// Keyed hashes standing for user ids and keys in logs.
     pub pseudonyms: Pseudonyms,
 }

@@ -60,14 +60,16 @@ pub(crate) async fn create(
 async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(request).await?;
     let now = chrono::Utc::now().timestamp();
-    let user = auth::verify_edge(
+    let signed = auth::verify_edge(
         headers,
-        &app.edge_secret,
+        &app.credentials,
         "POST",
         "/v1/purchases",
         &bytes,
         now,
     )?;
+    app.metrics.count_signature(&signed.signature);
+    let user = signed.user;
     let key = match headers.get(IDEMPOTENCY_KEY) {
         None => {
             return Err(ApiError::new(

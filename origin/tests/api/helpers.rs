@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use origin::{Application, Settings};
 use reqwest::{Response, StatusCode};
+use shared::KeyId;
 use shared::signing::{self, SignedParts};
 use sqlx::PgPool;
 
@@ -96,6 +97,9 @@ pub(crate) struct Purchase {
     pub(crate) key: Option<String>,
     pub(crate) body: Vec<u8>,
     pub(crate) secret: String,
+    /// `Some(kid)`: a v2 signature naming `kid` (what the edge sends; `default` is the key id of
+    /// the single-secret `EDGE_SHARED_SECRET`); `None`: a v1 signature (an old edge).
+    pub(crate) kid: Option<String>,
     pub(crate) t: i64,
     /// Sign these instead of the real values (tampering).
     pub(crate) signed_user: Option<String>,
@@ -110,6 +114,7 @@ impl Purchase {
             key: Some(key.to_owned()),
             body: format!(r#"{{"sku":"{sku}","qty":{qty}}}"#).into_bytes(),
             secret: EDGE_SECRET.to_owned(),
+            kid: Some(shared::secrets::DEFAULT_KEY_ID.to_owned()),
             t: now(),
             signed_user: None,
             signed_body: None,
@@ -142,7 +147,25 @@ impl Purchase {
             idempotency_key: key.as_deref().unwrap_or(""),
             body: self.signed_body.as_deref().unwrap_or(&self.body),
         };
-        signing::sign(self.secret.as_bytes(), self.t, &parts)
+        match self.kid.as_deref().map(KeyId::parse) {
+            None => signing::sign_v1(self.secret.as_bytes(), self.t, &parts),
+            Some(Some(kid)) => signing::sign_v2(&kid, self.secret.as_bytes(), self.t, &parts),
+            Some(None) => panic!("invalid test key id {:?}", self.kid),
+        }
+    }
+
+    /// Signs with `secret` under `kid` (v2).
+    pub(crate) fn signed_v2(mut self, kid: &str, secret: &str) -> Self {
+        self.kid = Some(kid.to_owned());
+        self.secret = secret.to_owned();
+        self
+    }
+
+    /// Signs with `secret` as an old edge does (v1, no key id).
+    pub(crate) fn signed_v1(mut self, secret: &str) -> Self {
+        self.kid = None;
+        self.secret = secret.to_owned();
+        self
     }
 }
 

@@ -13,5 +13,6 @@ mod purchases;
 mod reconcile;
 #[path = "../common/redis_nodes.rs"]
 mod redis_nodes;
+mod rotation;
 mod service;
 mod shutdown;

@@ -25,6 +25,8 @@ async fn sigterm_under_load_loses_no_answer(pool: PgPool) {
         .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
         .env("EDGE_SHARED_SECRET", EDGE_SECRET)
         .env("ADMIN_TOKEN", ADMIN_TOKEN)
+        .env_remove("EDGE_SHARED_SECRETS")
+        .env_remove("ADMIN_TOKENS")
         .env("RUN_MIGRATIONS", "false")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())

@@ -88,6 +88,9 @@ impl OriginProcess {
             .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
             .env("EDGE_SHARED_SECRET", EDGE_SECRET)
             .env("ADMIN_TOKEN", ADMIN_TOKEN)
+            // The list forms would conflict with the single ones if inherited from the shell.
+            .env_remove("EDGE_SHARED_SECRETS")
+            .env_remove("ADMIN_TOKENS")
             .env("RUST_LOG", "warn");
         match log {
             None => {
@@ -131,6 +134,22 @@ impl OriginProcess {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("origin {} not ready within {timeout:?}", self.base);
+    }
+
+    /// SIGTERM, then waits (up to 30 s, then SIGKILL) for the process to exit; its status.
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        self.signal("-TERM");
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+                return self.child.wait().expect("wait origin");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub(crate) fn signal(&self, sig: &str) {
