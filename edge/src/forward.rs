@@ -3,12 +3,13 @@
 //! 503 the shopper may retry).
 
 use shared::SecretRing;
-use shared::headers::{IDEMPOTENCY_KEY, SIGNATURE, USER};
+use shared::headers::{IDEMPOTENCY_KEY, REQUEST_ID, SIGNATURE, USER};
 use shared::signing::{SignedParts, sign};
 use shared::{ErrorCode, PurchaseResponse};
 
 use crate::purchase::Purchase;
 use crate::reply::{Reply, problem_code};
+use crate::request_id::RequestId;
 use crate::shield::SkuFacts;
 
 /// Path of the purchase endpoint on the origin (also the signed path).
@@ -41,6 +42,19 @@ pub fn signed_headers(
         (USER, purchase.user.to_string()),
         (SIGNATURE, sign(keys, now, &parts)),
     ]
+}
+
+/// Everything the forwarded request carries: the [`signed_headers`] plus the request id (not
+/// signed: it only labels logs).
+pub fn origin_headers(
+    keys: &SecretRing,
+    now: i64,
+    purchase: &Purchase,
+    request_id: &RequestId,
+) -> Vec<(&'static str, String)> {
+    let mut headers = signed_headers(keys, now, purchase);
+    headers.push((REQUEST_ID, request_id.to_string()));
+    headers
 }
 
 /// The origin's answer to a forwarded purchase, as the edge will treat it.
@@ -125,7 +139,8 @@ mod tests {
         let p = validate(incoming, &session, 1_700_000_000).expect("valid");
         // The edge mid-rotation: new key first (current), old key still held.
         let edge_keys = SecretRing::parse("k2:edge-new,k1:edge-old", 1).expect("ring");
-        let headers = signed_headers(&edge_keys, 1_700_000_000, &p);
+        let rid = RequestId::parse("shop-trace-1").expect("id");
+        let headers = origin_headers(&edge_keys, 1_700_000_000, &p, &rid);
         let get = |n: &str| {
             headers
                 .iter()
@@ -134,6 +149,7 @@ mod tests {
         };
         assert_eq!(get(IDEMPOTENCY_KEY), Some("\"k\\\"1\""));
         assert_eq!(get(USER), Some("alice"));
+        assert_eq!(get(REQUEST_ID), Some("shop-trace-1"));
         // Signed v2 with the current key, named.
         let signature = get(SIGNATURE).unwrap_or_default();
         assert!(

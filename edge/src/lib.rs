@@ -9,7 +9,7 @@
 //!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
 //!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
-//!   [`warmup`], `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages) and [`reply`] (responses as data).
+//!   [`warmup`], `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`) and [`reply`] (responses as data).
 //! - **Runtime adapters** — `runtime`, compiled only for `wasm32`: the fetch entry point, the
 //!   per-user SQLite-backed Durable Object, the Cache API and the signed fetch to the origin. They
 //!   move bytes between the Workers runtime and the policy modules and decide nothing themselves.
@@ -28,6 +28,7 @@ pub mod protocol;
 pub mod purchase;
 pub mod ratelimit_fields;
 pub mod reply;
+pub mod request_id;
 pub mod routes;
 pub mod shield;
 pub mod url_parts;

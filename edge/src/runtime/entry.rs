@@ -2,9 +2,11 @@
 //! [`Reply`]; only a failure to build the response object itself could surface as an error.
 
 use shared::ErrorCode;
+use shared::headers::REQUEST_ID;
 use worker::{Context, Env, Request, Response, event};
 
 use crate::reply::Reply;
+use crate::request_id::RequestId;
 use crate::routes::{self, Route};
 
 use super::http::{self, to_response};
@@ -12,10 +14,16 @@ use super::{purchase, skus};
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    to_response(handle(&mut req, &env).await)
+    let id = RequestId::choose(
+        http::header(&req, REQUEST_ID).as_deref(),
+        http::header(&req, "cf-ray").as_deref(),
+        http::random_u64_pair,
+    );
+    let reply = handle(&mut req, &env, &id).await;
+    to_response(reply.with_header(REQUEST_ID, id.as_str()))
 }
 
-async fn handle(req: &mut Request, env: &Env) -> Reply {
+async fn handle(req: &mut Request, env: &Env, id: &RequestId) -> Reply {
     let method = req.method().to_string();
     let route = routes::route(&method, &req.path());
     if let Some(reply) = routes::static_reply(&route) {
@@ -30,7 +38,7 @@ async fn handle(req: &mut Request, env: &Env) -> Reply {
         }
     };
     match route {
-        Route::Purchase => purchase::handle(req, env, &settings).await,
+        Route::Purchase => purchase::handle(req, env, &settings, id).await,
         Route::SkuView(sku) => skus::view(req, &settings, &sku).await,
         Route::Warmup => skus::warmup(req, &settings).await,
         Route::Healthz | Route::OpenApi | Route::MethodNotAllowed(_) | Route::NotFound => {

@@ -13,6 +13,7 @@ use crate::protocol::{BeginRequest, FinishRequest, Verdict};
 use crate::purchase::{self, Incoming, Purchase};
 use crate::ratelimit_fields;
 use crate::reply::Reply;
+use crate::request_id::RequestId;
 
 use super::http::{base_url, header, now_ms};
 use super::origin;
@@ -20,7 +21,12 @@ use super::sku_cache;
 use super::user_gate::UserGateClient;
 
 /// Handles one purchase attempt; every outcome is a [`Reply`].
-pub(crate) async fn handle(req: &mut Request, env: &Env, settings: &Settings) -> Reply {
+pub(crate) async fn handle(
+    req: &mut Request,
+    env: &Env,
+    settings: &Settings,
+    request_id: &RequestId,
+) -> Reply {
     if purchase::announced_too_large(header(req, "content-length").as_deref()) {
         return purchase::too_large();
     }
@@ -85,7 +91,7 @@ pub(crate) async fn handle(req: &mut Request, env: &Env, settings: &Settings) ->
         ),
         Verdict::Answered { status, body } => Reply::stored(status, body),
         Verdict::Proceed { attempt } => {
-            forward_to_origin(settings, &gate, &purchase, attempt, &facts_key).await
+            forward_to_origin(settings, &gate, &purchase, attempt, &facts_key, request_id).await
         }
     };
     ratelimit_fields::headers(&settings.rate_limit, &decided.rate)
@@ -102,10 +108,15 @@ async fn forward_to_origin(
     purchase: &Purchase,
     attempt: i64,
     facts_key: &str,
+    request_id: &RequestId,
 ) -> Reply {
     let url = format!("{}{}", settings.origin_url, forward::PURCHASE_PATH);
-    let headers =
-        forward::signed_headers(&settings.edge_shared_secrets, now_ms() / 1_000, purchase);
+    let headers = forward::origin_headers(
+        &settings.edge_shared_secrets,
+        now_ms() / 1_000,
+        purchase,
+        request_id,
+    );
     let outcome = match origin::send(
         Method::Post,
         &url,
