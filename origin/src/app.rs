@@ -105,6 +105,13 @@ impl Application {
             metrics.clone(),
             pseudonyms.clone(),
         ));
+        // Key ids and counts only (never a secret): what a rotation step has to be checked against.
+        tracing::info!(
+            edge_key_ids = ?settings.edge_secrets.kids().map(|k| k.as_str()).collect::<Vec<_>>(),
+            accept_signature_v1 = settings.accept_signature_v1,
+            admin_tokens = settings.admin_tokens.len(),
+            "credentials loaded"
+        );
         let state = AppState {
             pool,
             purchases,

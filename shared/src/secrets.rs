@@ -77,8 +77,8 @@ impl fmt::Display for KeyId {
     }
 }
 
-/// Non-empty `,`-separated entries of `list`, trimmed; an empty entry is an error (a stray `,`
-/// is more likely a mistake than an intent).
+/// The `,`-separated entries of `list`, trimmed and numbered from 1. Empty entries are kept, so
+/// that the caller refuses them (a stray `,` is more likely a mistake than an intent).
 fn entries(list: &str) -> impl Iterator<Item = (usize, &str)> {
     list.split(',')
         .map(str::trim)

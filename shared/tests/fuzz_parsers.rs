@@ -1,6 +1,7 @@
 //! Property tests ("fuzzing") of every parser in `shared` that takes untrusted input: the
 //! Idempotency-Key (bare and sf-string), `UserId`, `Sku`, `Quantity::from_json`, the JSON bodies
-//! (`PurchaseRequest`, `SkuUpsert`) and the `Flashgate-Signature` header / verification.
+//! (`PurchaseRequest`, `SkuUpsert`), the `Flashgate-Signature` header and verification (v1 and
+//! v2, the v2 signed string) and the rotatable secrets (`SecretRing`, `BearerTokens`).
 //!
 //! Each property runs `FUZZ_CASES` generated inputs (default [`DEFAULT_CASES`], quick enough for
 //! `cargo test`) and prints `fuzz <name>: <n> cases in <s> s` (shown with `--nocapture`). The
