@@ -175,6 +175,15 @@ impl Combiners {
         &self.ctx
     }
 
+    /// Live combiners (each removes itself when it retires).
+    pub fn len(&self) -> usize {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Queues `job` on its SKU's combiner (starting one if needed). A full queue hands the job
     /// back: the caller sheds it with 503.
     pub fn submit(&self, job: Job) -> Result<(), Job> {
