@@ -13,6 +13,8 @@ pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 
 pub(crate) struct Cluster {
     pub(crate) origin_urls: Vec<String>,
+    /// Process ids of the origins, in the order of `origin_urls` (for `/proc` sampling).
+    pub(crate) origin_pids: Vec<u32>,
     pub(crate) database_url: String,
     children: Vec<Child>,
     _dir: tempdir::Dir,
@@ -113,6 +115,7 @@ impl Cluster {
         };
 
         let mut origin_urls = Vec::new();
+        let mut origin_pids = Vec::new();
         for i in 0..origins {
             let port = free_port()?;
             let log = std::fs::File::create(dir.0.join(format!("origin-{i}.log")))?;
@@ -131,6 +134,7 @@ impl Cluster {
                 .kill_on_drop(true)
                 .spawn()
                 .context("starting origin")?;
+            origin_pids.push(child.id().context("origin exited at once")?);
             children.push(child);
             let url = format!("http://127.0.0.1:{port}");
             let client = reqwest::Client::new();
@@ -147,10 +151,18 @@ impl Cluster {
         }
         Ok(Self {
             origin_urls,
+            origin_pids,
             database_url,
             children,
             _dir: dir,
         })
+    }
+
+    /// The origins' log files (JSON lines, `RUST_LOG=warn`), in the order of `origin_urls`.
+    pub(crate) fn origin_logs(&self) -> Vec<std::path::PathBuf> {
+        (0..self.origin_urls.len())
+            .map(|i| self._dir.0.join(format!("origin-{i}.log")))
+            .collect()
     }
 
     pub(crate) async fn stop(mut self) {

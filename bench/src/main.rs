@@ -3,13 +3,18 @@
 //! `bench run` drives C concurrent shoppers against a running origin or edge; `bench compare`
 //! starts its own Redis nodes and origin processes and runs the same sale twice in one run —
 //! with the combiner (batching + single-flight) and with it disabled (one lock + one transaction
-//! per request) — and prints both side by side. Every run verifies the invariants against the
-//! database and exits non-zero on a violation.
+//! per request) — and prints both side by side. `bench soak` starts the same kind of cluster and
+//! runs a long sale at a steady open-loop rate, sampling each origin's RSS and open file
+//! descriptors. Every run verifies the invariants against the database and exits non-zero on a
+//! violation.
 
+mod books;
 mod cluster;
 mod plot;
+mod procstat;
 mod report;
 mod sale;
+mod soak;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,6 +75,10 @@ enum Command {
         #[arg(long)]
         no_baseline: bool,
     },
+    /// Start Redis nodes and origin processes and run a long sale at a steady rate, sampling the
+    /// origins' RSS and open file descriptors; fails on any error, an invariant violation or
+    /// growth beyond the limits.
+    Soak(soak::SoakArgs),
 }
 
 /// The shape of the sale.
@@ -108,6 +117,14 @@ impl SaleArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let ok = match cli.command {
+        Command::Soak(args) => {
+            let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+            if !soak::run(&args, &command_line).await? {
+                eprintln!("SOAK FAILED — see above");
+                std::process::exit(2);
+            }
+            true
+        }
         Command::Run {
             sale,
             targets,

@@ -17,6 +17,7 @@ use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
 
 use crate::SaleArgs;
+use crate::books::{self, Generation, Invariants, SkuBooks};
 
 /// How shoppers authenticate.
 #[derive(Debug, Clone)]
@@ -34,26 +35,6 @@ pub(crate) struct Sample {
     pub(crate) latency: Duration,
     /// HTTP status, or 0 for a transport error.
     pub(crate) status: u16,
-}
-
-/// What the database says after the sale.
-#[derive(Debug, Default)]
-pub(crate) struct Invariants {
-    pub(crate) initial: i64,
-    pub(crate) remaining: i64,
-    pub(crate) units_in_orders: i64,
-    pub(crate) max_units_per_user: i64,
-    pub(crate) cap: i64,
-    pub(crate) distinct_201_orders: usize,
-    pub(crate) orders_found_for_201s: i64,
-    pub(crate) orders_total: i64,
-    pub(crate) violations: Vec<String>,
-}
-
-impl Invariants {
-    pub(crate) fn ok(&self) -> bool {
-        self.violations.is_empty()
-    }
 }
 
 /// Everything measured in one sale.
@@ -178,6 +159,7 @@ pub(crate) async fn run(
         res.status(),
         res.text().await.unwrap_or_default()
     );
+    let generation = books::current_generation(database_url, &sku).await?;
     let metrics_before = scrape(&client, targets).await;
 
     let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
@@ -232,7 +214,16 @@ pub(crate) async fn run(
     let units_sold = shared.sold.load(Ordering::Relaxed);
     let last = shared.last_201_micros.load(Ordering::Relaxed);
     let order_ids: Vec<String> = shared.order_ids.lock().await.iter().cloned().collect();
-    let invariants = check_invariants(database_url, &sku, args.max_per_user, &order_ids).await?;
+    let sold = SkuBooks {
+        sku: sku.clone(),
+        cap: args.max_per_user,
+        generations: vec![Generation {
+            number: generation,
+            initial: args.stock,
+            closed_with: None,
+        }],
+    };
+    let invariants = books::check(database_url, &[sold], &order_ids).await?;
     Ok(SaleResult {
         name: name.unwrap_or(&args.label).to_owned(),
         concurrency: args.concurrency,
@@ -344,77 +335,4 @@ async fn shopper(s: Arc<Shared>, i: usize) {
             }
         }
     }
-}
-
-async fn check_invariants(
-    database_url: &str,
-    sku: &str,
-    cap: i64,
-    order_ids: &[String],
-) -> anyhow::Result<Invariants> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(database_url)
-        .await
-        .context("connecting for the invariant check")?;
-    let (initial, remaining, generation): (i64, i64, i64) =
-        sqlx::query_as("SELECT initial_stock, stock, generation FROM skus WHERE sku = $1")
-            .bind(sku)
-            .fetch_one(&pool)
-            .await?;
-    let (units, orders_total): (i64, i64) =
-        sqlx::query_as("SELECT COALESCE(SUM(qty), 0)::BIGINT, COUNT(*) FROM orders WHERE sku = $1 AND generation = $2")
-            .bind(sku)
-            .bind(generation)
-            .fetch_one(&pool)
-            .await?;
-    let max_user: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(s), 0)::BIGINT FROM (SELECT SUM(qty) AS s FROM orders WHERE sku = $1 GROUP BY user_id) t",
-    )
-    .bind(sku)
-    .fetch_one(&pool)
-    .await?;
-    let found: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE order_id::text = ANY($1)")
-            .bind(order_ids)
-            .fetch_one(&pool)
-            .await?;
-    let mut inv = Invariants {
-        initial,
-        remaining,
-        units_in_orders: units,
-        max_units_per_user: max_user,
-        cap,
-        distinct_201_orders: order_ids.len(),
-        orders_found_for_201s: found,
-        orders_total,
-        violations: Vec::new(),
-    };
-    if initial - remaining != units {
-        inv.violations.push(format!(
-            "sold {} != units in orders {units}",
-            initial - remaining
-        ));
-    }
-    if remaining < 0 || units > initial {
-        inv.violations
-            .push(format!("oversell: {units} units ordered of {initial}"));
-    }
-    if max_user > cap {
-        inv.violations.push(format!(
-            "a user holds {max_user} units, above the cap {cap}"
-        ));
-    }
-    if i64::try_from(order_ids.len()).unwrap_or(-1) != found {
-        inv.violations.push(format!(
-            "{} distinct 201 order ids, {found} found in orders",
-            order_ids.len()
-        ));
-    }
-    if orders_total != found {
-        inv.violations.push(format!(
-            "{orders_total} orders in the database but {found} were answered 201"
-        ));
-    }
-    Ok(inv)
 }

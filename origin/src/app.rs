@@ -18,9 +18,9 @@ use crate::purchase::combiner::Context;
 use crate::purchase::soldout::SoldOutMarks;
 use crate::redlock::{Redlock, RedlockConfig};
 use crate::routes::{self, AppState};
-use crate::settings::Settings;
-use crate::store;
+use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
+use crate::{server, store};
 
 /// How often stored idempotency outcomes older than the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
@@ -30,6 +30,7 @@ const PURGE_EVERY: Duration = Duration::from_secs(600);
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    http: HttpSettings,
     purge: tokio::task::JoinHandle<()>,
 }
 
@@ -128,6 +129,7 @@ impl Application {
         Ok(Self {
             listener,
             state,
+            http: settings.http.clone(),
             purge,
         })
     }
@@ -148,14 +150,13 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
-        tracing::info!(%addr, "origin listening");
-        let app = routes::router(self.state);
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        tracing::info!(%addr, max_connections = self.http.max_connections, "origin listening");
+        let metrics = self.state.metrics.clone();
+        let app = routes::router(self.state, (&self.http).into());
+        server::serve(self.listener, app, &self.http, metrics, shutdown).await;
         self.purge.abort();
         tracing::info!("origin stopped");
-        served
+        Ok(())
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The purchase path in one read: [`routes`] (`POST /v1/purchases`) → parse ([`body`], [`auth`],
 //! `shared`) → per-SKU combiner ([`purchase`]) → Redlock lease ([`redlock`]) → one transaction
-//! ([`store::decide_batch`]) → answer.
+//! ([`store::decide_batch`]) → answer. The HTTP server itself (connection cap, timeouts) is
+//! `server`.
 
 pub mod app;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod purchase;
 pub mod reconcile;
 pub mod redlock;
 pub mod routes;
+pub(crate) mod server;
 pub mod settings;
 pub mod store;
 pub mod telemetry;

@@ -26,6 +26,14 @@ pub struct SignatureLabels {
     pub kid: String,
 }
 
+/// Label set of `origin_http_connections_closed_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloseLabels {
+    /// Why the server closed the connection: `header_timeout`, `stalled`, `keepalive_timeout`,
+    /// `reclaimed`.
+    pub reason: &'static str,
+}
+
 /// Every metric the origin exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -61,6 +69,15 @@ pub struct Metrics {
     pub lease_expired: Counter,
     /// `origin_reconcile_discrepancies`: discrepancies found by the last periodic reconciliation.
     pub reconcile_discrepancies: Gauge,
+    /// `origin_combiners`: live per-SKU combiner tasks (set when scraped).
+    pub combiners: Gauge,
+    /// `origin_purchases_in_flight`: purchase attempts being decided (set when scraped).
+    pub in_flight: Gauge,
+    /// `origin_http_connections`: open HTTP connections.
+    pub http_connections: Gauge,
+    /// `origin_http_connections_closed_total{reason}`: connections the server closed on its own
+    /// initiative (timeouts, reclaimed at the connection cap).
+    pub http_closed: Family<CloseLabels, Counter>,
     /// Redlock's own metrics (`redlock_*`).
     pub redlock: RedlockMetrics,
 }
@@ -86,6 +103,10 @@ impl Metrics {
             stale_fence: Counter::default(),
             reconcile_discrepancies: Gauge::default(),
             lease_expired: Counter::default(),
+            combiners: Gauge::default(),
+            in_flight: Gauge::default(),
+            http_connections: Gauge::default(),
+            http_closed: Family::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
         let r = &mut registry;
@@ -164,7 +185,34 @@ impl Metrics {
             "Discrepancies found by the last reconciliation (0 = the books balance)",
             metrics.reconcile_discrepancies.clone(),
         );
+        r.register(
+            "origin_combiners",
+            "Live per-SKU combiner tasks of this process (idle ones exit)",
+            metrics.combiners.clone(),
+        );
+        r.register(
+            "origin_purchases_in_flight",
+            "Purchase attempts being decided by this process",
+            metrics.in_flight.clone(),
+        );
+        r.register(
+            "origin_http_connections",
+            "Open HTTP connections",
+            metrics.http_connections.clone(),
+        );
+        r.register(
+            "origin_http_connections_closed",
+            "HTTP connections closed by the server on its own initiative, by reason",
+            metrics.http_closed.clone(),
+        );
         (metrics, registry)
+    }
+
+    /// Counts one connection closed by the server for `reason`.
+    pub fn count_close(&self, reason: &'static str) {
+        self.http_closed
+            .get_or_create(&CloseLabels { reason })
+            .inc();
     }
 
     /// Counts one answer to a purchase request.

@@ -54,6 +54,12 @@ pub fn problem_response(status: u16, body: String) -> Response {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
     }
+    if status == StatusCode::REQUEST_TIMEOUT {
+        // The rest of a slow body may still be on its way: this connection cannot carry another
+        // request (RFC 9110 §15.5.9).
+        res.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     res
 }
 

@@ -75,6 +75,48 @@ pub struct Settings {
     pub log_hash_key: Option<SecretString>,
     /// Purchase pipeline tunables.
     pub purchase: PurchaseSettings,
+    /// Connection and request limits of the HTTP server.
+    pub http: HttpSettings,
+}
+
+/// Limits of the HTTP server: what one client may hold and for how long (see `server`).
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `HTTP_MAX_CONNECTIONS` (default 4096): open connections served at once. At the cap the
+    /// origin closes idle keep-alive connections to make room; otherwise new connections wait in
+    /// the listen backlog. Keep `ulimit -n` above it.
+    pub max_connections: usize,
+    /// `HTTP_HEADER_READ_TIMEOUT_MS` (default 10000): a request head must arrive whole within
+    /// this time (from the connection's accept, or from its first byte on a kept-alive
+    /// connection); otherwise the connection is closed without an answer.
+    pub header_read_timeout: Duration,
+    /// `HTTP_BODY_READ_TIMEOUT_MS` (default 10000): a request body must arrive whole within this
+    /// time after its head; otherwise 408 `request_timeout`.
+    pub body_read_timeout: Duration,
+    /// `HTTP_REQUEST_TIMEOUT_MS` (default 30000): a request not answered within this time
+    /// answers 503 `unavailable` (a dependency hung); must exceed the body read timeout.
+    pub request_timeout: Duration,
+    /// `HTTP_KEEPALIVE_TIMEOUT_SECS` (default 960): an idle keep-alive connection is closed after
+    /// this long — longer than Cloudflare's 900 s proxy idle timeout, so the edge never reuses a
+    /// connection the origin has just closed.
+    pub keepalive_timeout: Duration,
+    /// `HTTP_MAX_HEADER_BYTES` (default 16384): request header fields (names + values) above
+    /// this answer 431 `headers_too_large`. A head above twice this, or with more than 100
+    /// fields, is refused by the HTTP parser itself with a bare 431 (no body).
+    pub max_header_bytes: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            header_read_timeout: Duration::from_millis(10_000),
+            body_read_timeout: Duration::from_millis(10_000),
+            request_timeout: Duration::from_millis(30_000),
+            keepalive_timeout: Duration::from_secs(960),
+            max_header_bytes: 16 * 1024,
+        }
+    }
 }
 
 /// TLS to Postgres, beyond what `DATABASE_URL` says.
@@ -365,6 +407,48 @@ impl Settings {
             lock_max_hold: millis("LOCK_MAX_HOLD_MS", "200")?,
             single_flight,
         };
+        let http = HttpSettings {
+            max_connections: num::<usize>(
+                "HTTP_MAX_CONNECTIONS",
+                parsed("HTTP_MAX_CONNECTIONS", "4096")?,
+            )?
+            .clamp(1, 1_000_000),
+            header_read_timeout: millis("HTTP_HEADER_READ_TIMEOUT_MS", "10000")?,
+            body_read_timeout: millis("HTTP_BODY_READ_TIMEOUT_MS", "10000")?,
+            request_timeout: millis("HTTP_REQUEST_TIMEOUT_MS", "30000")?,
+            keepalive_timeout: Duration::from_secs(num(
+                "HTTP_KEEPALIVE_TIMEOUT_SECS",
+                parsed("HTTP_KEEPALIVE_TIMEOUT_SECS", "960")?,
+            )?),
+            max_header_bytes: num::<usize>(
+                "HTTP_MAX_HEADER_BYTES",
+                parsed("HTTP_MAX_HEADER_BYTES", "16384")?,
+            )?,
+        };
+        for (name, value) in [
+            ("HTTP_HEADER_READ_TIMEOUT_MS", http.header_read_timeout),
+            ("HTTP_BODY_READ_TIMEOUT_MS", http.body_read_timeout),
+            ("HTTP_KEEPALIVE_TIMEOUT_SECS", http.keepalive_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(SettingsError::Invalid {
+                    name,
+                    reason: "must be above 0".into(),
+                });
+            }
+        }
+        if http.request_timeout <= http.body_read_timeout {
+            return Err(SettingsError::Invalid {
+                name: "HTTP_REQUEST_TIMEOUT_MS",
+                reason: "must be above HTTP_BODY_READ_TIMEOUT_MS".into(),
+            });
+        }
+        if !(1024..=1024 * 1024).contains(&http.max_header_bytes) {
+            return Err(SettingsError::Invalid {
+                name: "HTTP_MAX_HEADER_BYTES",
+                reason: "must be between 1024 and 1048576".into(),
+            });
+        }
         if purchase.commit_budget >= purchase.lock_ttl {
             return Err(SettingsError::Invalid {
                 name: "COMMIT_BUDGET_MS",
@@ -407,6 +491,7 @@ impl Settings {
                 Some(v) => Some(SecretString::from(v)),
             },
             purchase,
+            http,
         })
     }
 }
@@ -474,6 +559,30 @@ mod tests {
         assert_eq!(s.listen_addr.to_string(), "127.0.0.1:8080");
         assert!(s.run_migrations);
         assert_eq!(s.purchase.batch_max, 64);
+        assert_eq!(s.http.max_connections, 4096);
+        assert_eq!(s.http.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(s.http.keepalive_timeout, Duration::from_secs(960));
+        assert_eq!(s.http.max_header_bytes, 16 * 1024);
+    }
+
+    #[test]
+    fn http_limits_are_checked() {
+        let with = |k: &'static str, v: &'static str| {
+            let mut e = BASE.to_vec();
+            e.push((k, v));
+            Settings::from_lookup(env(&e))
+        };
+        let err = with("HTTP_REQUEST_TIMEOUT_MS", "5000").expect_err("below body timeout");
+        assert!(err.to_string().contains("HTTP_REQUEST_TIMEOUT_MS"), "{err}");
+        let err = with("HTTP_HEADER_READ_TIMEOUT_MS", "0").expect_err("zero");
+        assert!(
+            err.to_string().contains("HTTP_HEADER_READ_TIMEOUT_MS"),
+            "{err}"
+        );
+        let err = with("HTTP_MAX_HEADER_BYTES", "100").expect_err("too small");
+        assert!(err.to_string().contains("HTTP_MAX_HEADER_BYTES"), "{err}");
+        let s = with("HTTP_MAX_CONNECTIONS", "0").expect("clamped");
+        assert_eq!(s.http.max_connections, 1);
     }
 
     #[test]

@@ -31,10 +31,14 @@ pub enum ErrorCode {
     PurchaseLimit,
     /// 409: the same user+key is still being decided.
     IdempotencyInFlight,
+    /// 408: the request body did not arrive within the server's body read timeout.
+    RequestTimeout,
     /// 413: body over the limit.
     PayloadTooLarge,
     /// 422: same user+key, different request.
     IdempotencyKeyReused,
+    /// 431: request header fields over the limit.
+    HeadersTooLarge,
     /// 429 (edge): per-user rate limit.
     RateLimited,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
@@ -57,8 +61,10 @@ impl ErrorCode {
             Self::SoldOut => "sold_out",
             Self::PurchaseLimit => "purchase_limit",
             Self::IdempotencyInFlight => "idempotency_in_flight",
+            Self::RequestTimeout => "request_timeout",
             Self::PayloadTooLarge => "payload_too_large",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::HeadersTooLarge => "headers_too_large",
             Self::RateLimited => "rate_limited",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
@@ -72,8 +78,10 @@ impl ErrorCode {
             Self::UnknownSku | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight => 409,
+            Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::IdempotencyKeyReused => 422,
+            Self::HeadersTooLarge => 431,
             Self::RateLimited => 429,
             Self::Unavailable => 503,
             Self::Internal => 500,
@@ -93,8 +101,10 @@ impl ErrorCode {
             Self::SoldOut => "Sold out",
             Self::PurchaseLimit => "Purchase limit reached",
             Self::IdempotencyInFlight => "Request with this Idempotency-Key is in flight",
+            Self::RequestTimeout => "Request timeout",
             Self::PayloadTooLarge => "Payload too large",
             Self::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
+            Self::HeadersTooLarge => "Request header fields too large",
             Self::RateLimited => "Rate limited",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
@@ -164,6 +174,8 @@ mod tests {
             ErrorCode::IdempotencyKeyReused,
             ErrorCode::MissingIdempotencyKey,
             ErrorCode::Unavailable,
+            ErrorCode::RequestTimeout,
+            ErrorCode::HeadersTooLarge,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

@@ -21,10 +21,7 @@ pub(crate) fn now_ms() -> i64 {
 pub(crate) fn random_u64_pair() -> [u64; 2] {
     // Math.random has 52+ bits of state per draw; two draws are plenty for an id.
     let draw = || (worker::js_sys::Math::random() * 9_007_199_254_740_992.0) as u64;
-    [
-        draw(),
-        draw() ^ Date::now().as_millis(),
-    ]
+    [draw(), draw() ^ Date::now().as_millis()]
 }
 
 /// A request header's value, `None` when absent (or not readable).

@@ -35,6 +35,10 @@ const FAIRNESS_PAUSE: Duration = Duration::from_millis(10);
 /// the number of origin processes, so polling this often costs little and hands the lock over
 /// quickly (Redlock's own exponential back-off would let the yielding holder win again).
 const POLL_MAX: u64 = 4;
+/// How long a combiner keeps retrying a lock attempt that failed for want of votes (nodes slower
+/// than their timeout, e.g. a process starved of CPU for a moment) before answering 503. A real
+/// quorum loss then answers 503 this much later; a blip no longer reaches the client.
+const UNREACHABLE_GRACE: Duration = Duration::from_millis(250);
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
 const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch that lost a race on an idempotency key (nothing was committed).
@@ -102,9 +106,11 @@ impl Context {
     }
 
     /// Acquires the SKU's lease, retrying while contended or while the quorum cannot be reached
-    /// (each try is paced by the per-node timeouts) until `deadline`.
+    /// (each try is paced by the per-node timeouts) until `deadline`, and a lease that came back
+    /// with too little validity for [`UNREACHABLE_GRACE`] (within `deadline`).
     async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
         let started = Instant::now();
+        let grace_until = deadline.min(started + UNREACHABLE_GRACE);
         let key = self.lock_key(sku);
         let result = loop {
             match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
@@ -112,6 +118,10 @@ impl Context {
                     if Instant::now() < deadline =>
                 {
                     let pause = rand::random_range(1..=POLL_MAX);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                Err(RedlockError::ValidityTooShort) if Instant::now() < grace_until => {
+                    let pause = rand::random_range(5..=20);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
                 other => break other,
@@ -194,6 +204,15 @@ impl Combiners {
 
     pub fn context(&self) -> &Context {
         &self.ctx
+    }
+
+    /// Live combiners (each removes itself when it retires).
+    pub fn len(&self) -> usize {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Queues `job` on its SKU's combiner (starting one if needed). A full queue hands the job

@@ -71,6 +71,16 @@ impl PurchaseService {
         &self.combiners.context().marks
     }
 
+    /// Live per-SKU combiners (an idle one exits after a few seconds).
+    pub fn combiner_count(&self) -> usize {
+        self.combiners.len()
+    }
+
+    /// Attempts being decided right now.
+    pub fn in_flight_count(&self) -> usize {
+        self.inflight.len()
+    }
+
     /// Decides one attempt.
     pub async fn submit(&self, attempt: Attempt) -> Result<PurchaseAnswer, ApiError> {
         let _guard = match self

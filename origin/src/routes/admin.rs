@@ -21,7 +21,9 @@ use crate::{auth, body, store};
         (status = 200, body = shared::SkuView),
         (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]

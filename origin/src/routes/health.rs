@@ -31,6 +31,14 @@ pub(crate) async fn readyz(State(app): State<AppState>) -> Result<&'static str, 
 /// `GET /metrics`: Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "OpenMetrics 1.0 text exposition (Prometheus scrapes it)", body = String, content_type = "application/openmetrics-text")))]
 pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
+    // Sizes of the in-memory tables, read now.
+    let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    app.metrics
+        .combiners
+        .set(gauge(app.purchases.combiner_count()));
+    app.metrics
+        .in_flight
+        .set(gauge(app.purchases.in_flight_count()));
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, &app.registry) {
         Ok(()) => (

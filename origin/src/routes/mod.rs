@@ -3,6 +3,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod health;
+pub mod limits;
 pub(crate) mod purchases;
 pub(crate) mod skus;
 
@@ -42,8 +43,8 @@ pub struct AppState {
     pub pseudonyms: Pseudonyms,
 }
 
-/// The whole router.
-pub fn router(state: AppState) -> Router {
+/// The whole router, with the per-request `limits` in front of every route.
+pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
     Router::new()
         .route("/v1/purchases", post(purchases::create))
         .route("/v1/skus/{sku}", get(skus::get))
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(limits, limits::enforce))
         .layer(middleware::from_fn(no_store))
         .layer(
             tower::ServiceBuilder::new()

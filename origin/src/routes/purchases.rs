@@ -32,7 +32,9 @@ use crate::{auth, body};
         (status = 401, description = "`bad_signature`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`sold_out`, `purchase_limit` (stored) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`, with Retry-After", body = shared::Problem, content_type = "application/problem+json"),
     )

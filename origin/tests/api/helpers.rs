@@ -1,6 +1,7 @@
 //! `spawn_app` and a client that speaks the contract (signing like the edge does).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use origin::{Application, Settings};
 use reqwest::{Response, StatusCode};
@@ -15,6 +16,8 @@ pub(crate) struct TestApp {
     pub(crate) base: String,
     pub(crate) client: reqwest::Client,
     pub(crate) pool: PgPool,
+    /// The app's metrics, read directly (a test may hold every connection slot).
+    pub(crate) metrics: Arc<origin::metrics::Metrics>,
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -51,6 +54,7 @@ pub(crate) async fn spawn_app_with(pool: PgPool, overrides: &[(&str, &str)]) -> 
         .await
         .expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
+    let metrics = app.state().metrics.clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(app.run_until(async {
         let _ = rx.await;
@@ -61,6 +65,7 @@ pub(crate) async fn spawn_app_with(pool: PgPool, overrides: &[(&str, &str)]) -> 
         base,
         client,
         pool,
+        metrics,
         _shutdown: tx,
     }
 }

@@ -1,0 +1,406 @@
+//! One HTTP/1.1 connection: what phase it is in, since when, and what happens when it has been
+//! there too long.
+//!
+//! | phase | entered when | limit | then |
+//! |---|---|---|---|
+//! | `Head` | accepted, or the first byte of a request on an idle connection | header read timeout | dropped, no answer (slowloris) |
+//! | `Request` | the head is complete (the service is called) | request timeout + header read timeout | dropped (the answer is not being read) |
+//! | `Idle` | the answer's body is done | keep-alive timeout | closed gracefully; reclaimable at the connection cap |
+//! | `Closing` | reclaimed at the cap | header read timeout | dropped |
+//!
+//! The phase and its start time live in one atomic word, updated by the socket wrapper
+//! ([`TrackedIo`]: bytes arrived), the service ([`ConnService`]: head complete) and the answer's
+//! body ([`TrackedBody`]: answer done), and read by the connection's driver ([`drive`]), which
+//! sleeps until the current phase's deadline and re-checks — so a connection costs one timer.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
+
+use crate::metrics::Metrics;
+
+/// The phases of a connection (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    Head = 0,
+    Request = 1,
+    Idle = 2,
+    Closing = 3,
+}
+
+impl Phase {
+    fn from_bits(b: u64) -> Self {
+        match b {
+            0 => Self::Head,
+            1 => Self::Request,
+            2 => Self::Idle,
+            _ => Self::Closing,
+        }
+    }
+}
+
+/// The server's time limits for one connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) header_read: Duration,
+    pub(crate) request: Duration,
+    pub(crate) keepalive: Duration,
+}
+
+/// Milliseconds since the server started: the clock of every phase.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock(Instant);
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Self(Instant::now())
+    }
+
+    fn now_ms(self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(SINCE_MASK)
+    }
+
+    fn at(self, ms: u64) -> Instant {
+        self.0 + Duration::from_millis(ms)
+    }
+}
+
+const PHASE_SHIFT: u32 = 56;
+const SINCE_MASK: u64 = (1 << PHASE_SHIFT) - 1;
+
+fn pack(phase: Phase, since_ms: u64) -> u64 {
+    ((phase as u64) << PHASE_SHIFT) | (since_ms & SINCE_MASK)
+}
+
+fn unpack(word: u64) -> (Phase, u64) {
+    (Phase::from_bits(word >> PHASE_SHIFT), word & SINCE_MASK)
+}
+
+/// What the driver does when a phase's deadline passes (with the reason it counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// Let hyper finish what it is doing and close.
+    Close(&'static str),
+    /// Drop the connection now.
+    Drop(&'static str),
+}
+
+impl Action {
+    fn reason(self) -> &'static str {
+        match self {
+            Self::Close(r) | Self::Drop(r) => r,
+        }
+    }
+}
+
+/// Shared state of one connection.
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    clock: Clock,
+    /// Phase (top byte) and the millisecond it began (the rest): one word, so readers never see
+    /// a phase with another phase's start.
+    word: AtomicU64,
+    /// Asks the driver to close gracefully (reclaimed at the cap, or server shutdown).
+    close: Notify,
+}
+
+impl ConnState {
+    pub(crate) fn new(clock: Clock) -> Self {
+        Self {
+            clock,
+            word: AtomicU64::new(pack(Phase::Head, clock.now_ms())),
+            close: Notify::new(),
+        }
+    }
+
+    /// The current phase and when it began.
+    pub(crate) fn phase(&self) -> (Phase, u64) {
+        unpack(self.word.load(Ordering::Acquire))
+    }
+
+    /// Moves `from` → `to` (starting now) if the connection is in `from`.
+    fn transition(&self, from: Phase, to: Phase) -> bool {
+        let now = self.clock.now_ms();
+        self.word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (unpack(w).0 == from).then_some(pack(to, now))
+            })
+            .is_ok()
+    }
+
+    /// Bytes arrived: on an idle connection, a new request head begins.
+    fn on_bytes(&self) {
+        if self.phase().0 == Phase::Idle {
+            self.transition(Phase::Idle, Phase::Head);
+        }
+    }
+
+    /// The head is complete and the request is being served.
+    fn on_request(&self) {
+        self.word
+            .store(pack(Phase::Request, self.clock.now_ms()), Ordering::Release);
+    }
+
+    /// The answer is done; the connection waits for the next request.
+    fn on_answered(&self) {
+        self.transition(Phase::Request, Phase::Idle);
+    }
+
+    /// At the connection cap: claims this connection for closing if it is idle.
+    pub(crate) fn reclaim(&self) -> bool {
+        let claimed = self.transition(Phase::Idle, Phase::Closing);
+        if claimed {
+            self.close.notify_one();
+        }
+        claimed
+    }
+
+    /// Asks the connection to close once it has answered what it is serving (shutdown).
+    pub(crate) fn request_close(&self) {
+        self.close.notify_one();
+    }
+
+    /// The deadline of the current phase, and what happens then. `closing_since`: when the
+    /// driver started a graceful close (an idle connection then has one header timeout to go).
+    fn due(&self, t: &Timeouts, closing_since: Option<u64>) -> (u64, Action) {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(SINCE_MASK);
+        let (phase, since) = self.phase();
+        match (phase, closing_since) {
+            (Phase::Head, _) => (since + ms(t.header_read), Action::Drop("header_timeout")),
+            (Phase::Request, _) => (
+                since + ms(t.request) + ms(t.header_read),
+                Action::Drop("stalled"),
+            ),
+            (Phase::Idle, None) => (since + ms(t.keepalive), Action::Close("keepalive_timeout")),
+            (Phase::Idle, Some(c)) => (c + ms(t.header_read), Action::Drop("stalled")),
+            (Phase::Closing, _) => (since + ms(t.header_read), Action::Drop("stalled")),
+        }
+    }
+}
+
+/// The socket, reporting arriving bytes to the connection's phase.
+#[derive(Debug)]
+pub(crate) struct TrackedIo {
+    stream: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl TrackedIo {
+    pub(crate) fn new(stream: TcpStream, state: Arc<ConnState>) -> Self {
+        Self { stream, state }
+    }
+}
+
+impl AsyncRead for TrackedIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut me.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            me.state.on_bytes();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for TrackedIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// An answer's body; when hyper is done with it the connection becomes idle.
+#[derive(Debug)]
+pub(crate) struct TrackedBody {
+    inner: Body,
+    state: Arc<ConnState>,
+}
+
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        self.state.on_answered();
+    }
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The router as one connection's hyper service.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnService {
+    pub(crate) router: Router,
+    pub(crate) state: Arc<ConnState>,
+}
+
+type Answer = Result<Response<TrackedBody>, Infallible>;
+
+impl hyper::service::Service<Request<Incoming>> for ConnService {
+    type Response = Response<TrackedBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        self.state.on_request();
+        let state = self.state.clone();
+        let answer = self.router.clone().oneshot(req.map(Body::new));
+        Box::pin(async move {
+            let res = answer.await?;
+            Ok(res.map(|inner| TrackedBody { inner, state }))
+        })
+    }
+}
+
+/// A served connection.
+pub(crate) type Connection = http1::Connection<TokioIo<TrackedIo>, ConnService>;
+
+/// Drives `conn` to its end under the phase limits, closing gracefully when asked (reclaimed,
+/// shutdown) and dropping it when a phase overstays.
+pub(crate) async fn drive(conn: Connection, state: Arc<ConnState>, t: Timeouts, metrics: &Metrics) {
+    let clock = state.clock;
+    let mut conn = std::pin::pin!(conn);
+    let mut closing_since: Option<u64> = None;
+    loop {
+        let (deadline, _) = state.due(&t, closing_since);
+        tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = state.close.notified(), if closing_since.is_none() => {
+                conn.as_mut().graceful_shutdown();
+                closing_since = Some(clock.now_ms());
+            }
+            () = tokio::time::sleep_until(clock.at(deadline)) => {
+                let (deadline, action) = state.due(&t, closing_since);
+                if clock.now_ms() < deadline {
+                    continue; // the phase moved on meanwhile
+                }
+                metrics.count_close(action.reason());
+                match action {
+                    // Returning drops hyper's connection and closes the socket.
+                    Action::Drop(reason) => {
+                        tracing::debug!(reason, "connection dropped");
+                        return;
+                    }
+                    Action::Close(_) => {
+                        conn.as_mut().graceful_shutdown();
+                        closing_since = Some(clock.now_ms());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_word_round_trips() {
+        for phase in [Phase::Head, Phase::Request, Phase::Idle, Phase::Closing] {
+            assert_eq!(unpack(pack(phase, 123_456)), (phase, 123_456));
+        }
+    }
+
+    #[tokio::test]
+    async fn phases_move_only_along_the_allowed_edges() {
+        let state = ConnState::new(Clock::new());
+        let t = Timeouts {
+            header_read: Duration::from_millis(100),
+            request: Duration::from_millis(1000),
+            keepalive: Duration::from_millis(5000),
+        };
+        assert_eq!(state.phase().0, Phase::Head);
+        assert!(
+            !state.reclaim(),
+            "a connection reading its head is not reclaimable"
+        );
+        assert_eq!(state.due(&t, None).1, Action::Drop("header_timeout"));
+        state.on_request();
+        state.on_bytes(); // body bytes do not start a new head
+        assert_eq!(state.phase().0, Phase::Request);
+        state.on_answered();
+        assert_eq!(state.phase().0, Phase::Idle);
+        assert_eq!(state.due(&t, None).1, Action::Close("keepalive_timeout"));
+        state.on_bytes();
+        assert_eq!(state.phase().0, Phase::Head);
+        state.on_request();
+        state.on_answered();
+        assert!(state.reclaim());
+        assert_eq!(state.phase().0, Phase::Closing);
+        state.on_bytes();
+        assert_eq!(
+            state.phase().0,
+            Phase::Closing,
+            "a reclaimed connection stays closing"
+        );
+    }
+}

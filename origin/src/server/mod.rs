@@ -1,0 +1,196 @@
+//! The HTTP/1.1 server: the accept loop, the connection cap, per-connection time limits and
+//! graceful shutdown. It replaces `axum::serve`, which has neither a header read timeout nor a
+//! connection cap, so one slow or idle client could hold memory and a socket forever.
+//!
+//! Bounds, per `HttpSettings`:
+//! - **Connections**: at most `HTTP_MAX_CONNECTIONS` are served. At the cap the server closes the
+//!   longest-idle keep-alive connection to make room (as nginx does); when none is idle, the new
+//!   connection waits in the kernel's listen backlog until one ends. Beyond the cap the server
+//!   holds at most one accepted socket, never a task or a buffer per waiting client.
+//! - **Time**: each connection's phase has a limit (`conn`): a head must arrive within
+//!   `HTTP_HEADER_READ_TIMEOUT_MS` (slowloris), a body within `HTTP_BODY_READ_TIMEOUT_MS` (408),
+//!   an answer within `HTTP_REQUEST_TIMEOUT_MS` (503), an idle connection lives
+//!   `HTTP_KEEPALIVE_TIMEOUT_SECS`.
+//! - **Heads**: the HTTP parser buffers at most 2 × `HTTP_MAX_HEADER_BYTES` of head and 100 header
+//!   fields; beyond either it answers a bare `431 Request Header Fields Too Large` (no body: hyper
+//!   writes it) and closes. Between the limit and twice it, `routes::limits` answers 431
+//!   problem+json.
+//!
+//! Shutdown: stop accepting, close idle connections, let every request in progress finish (each
+//! is bounded by the limits above), return when the last connection has ended.
+
+pub(crate) mod conn;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::metrics::Metrics;
+use crate::settings::HttpSettings;
+use conn::{Clock, ConnService, ConnState, Phase, Timeouts, TrackedIo};
+
+/// Header fields hyper parses per request (its default; more is a bare 431).
+const MAX_HEADER_FIELDS: usize = 100;
+/// hyper's smallest allowed read buffer.
+const MIN_BUF: usize = 8192;
+/// While waiting at the cap, look for a newly idle connection to reclaim this often.
+const RECLAIM_EVERY: Duration = Duration::from_millis(50);
+/// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The open connections, for reclaiming idle ones and for shutdown.
+#[derive(Debug, Default, Clone)]
+struct Registry {
+    conns: Arc<Mutex<HashMap<u64, Arc<ConnState>>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+/// Removes its connection from the registry and the open-connections gauge when dropped.
+struct Registered {
+    registry: Registry,
+    id: u64,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+        self.metrics.http_connections.dec();
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn register(&self, state: Arc<ConnState>, metrics: Arc<Metrics>) -> Registered {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, state);
+        metrics.http_connections.inc();
+        Registered {
+            registry: self.clone(),
+            id,
+            metrics,
+        }
+    }
+
+    /// Closes the connection idle the longest, if any; returns whether one was reclaimed.
+    fn reclaim_idle(&self, metrics: &Metrics) -> bool {
+        let conns = self.lock();
+        let mut idle: Vec<(u64, &Arc<ConnState>)> = conns
+            .values()
+            .filter_map(|c| match c.phase() {
+                (Phase::Idle, since) => Some((since, c)),
+                _ => None,
+            })
+            .collect();
+        idle.sort_by_key(|(since, _)| *since);
+        // The phase may change between the scan and the claim; try the next one then.
+        for (_, c) in idle {
+            if c.reclaim() {
+                metrics.count_close("reclaimed");
+                return true;
+            }
+        }
+        false
+    }
+
+    fn close_all(&self) {
+        for c in self.lock().values() {
+            c.request_close();
+        }
+    }
+}
+
+/// Serves `router` on `listener` under `limits` until `shutdown` resolves; see the module docs.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: &HttpSettings,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let permits = Arc::new(Semaphore::new(max as usize));
+    let registry = Registry::default();
+    let clock = Clock::new();
+    let timeouts = Timeouts {
+        header_read: limits.header_read_timeout,
+        request: limits.request_timeout,
+        keepalive: limits.keepalive_timeout,
+    };
+    let head_cap = (2 * limits.max_header_bytes).max(MIN_BUF);
+    let mut builder = http1::Builder::new();
+    builder
+        // Time limits are ours (`conn`): hyper's header timer also runs while a connection idles.
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .max_headers(MAX_HEADER_FIELDS)
+        .max_header_size(head_cap)
+        .max_buf_size(head_cap);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // At the cap: make room from an idle connection, or wait for one to end.
+                let mut permit = None;
+                while permit.is_none() {
+                    registry.reclaim_idle(&metrics);
+                    tokio::select! {
+                        biased;
+                        () = &mut shutdown => break,
+                        p = permits.clone().acquire_owned() => permit = p.ok(),
+                        () = tokio::time::sleep(RECLAIM_EVERY) => {}
+                    }
+                }
+                match permit {
+                    Some(p) => p,
+                    None => break, // shutting down
+                }
+            }
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+        let state = Arc::new(ConnState::new(clock));
+        let registered = registry.register(state.clone(), metrics.clone());
+        let service = ConnService {
+            router: router.clone(),
+            state: state.clone(),
+        };
+        let conn =
+            builder.serve_connection(TokioIo::new(TrackedIo::new(stream, state.clone())), service);
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _registered = registered;
+            conn::drive(conn, state, timeouts, &metrics).await;
+        });
+    }
+    drop(listener);
+    registry.close_all();
+    // Every connection holds a permit until it has ended.
+    let _all_ended = permits.acquire_many(max).await;
+}

@@ -1,0 +1,431 @@
+//! Resource bounds of the real `origin` binary, measured from outside: resident memory (VmRSS
+//! in `/proc/<pid>/status`), open file descriptors (`/proc/<pid>/fd`) and the sizes of its
+//! in-memory tables (`/metrics`), under 10,000 distinct SKUs, users and idempotency keys, and
+//! under a thousand connections beyond the connection cap.
+//!
+//! Invariants checked after the sale phases: no oversell, every 201 has exactly one order row,
+//! no user above the cap, stock + sold == initial.
+
+#[path = "common/processes.rs"]
+mod processes;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess};
+use shared::signing::{SignedParts, sign};
+use sqlx::PgPool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MIB: u64 = 1024 * 1024;
+/// Concurrent requests of the load phases.
+const PARALLEL: usize = 32;
+/// Requests per phase.
+const N: usize = 10_000;
+/// 503s answered and retried (a Redis vote slower than its 40 ms timeout on a busy machine).
+static RETRIED_503: AtomicU64 = AtomicU64::new(0);
+
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("proc fd")
+        .count()
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The value of an unlabelled metric on `/metrics`.
+async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not exported"))
+}
+
+async fn put_sku(client: &reqwest::Client, base: &str, sku: &str, stock: i64, cap: i64) {
+    let res = client
+        .put(format!("{base}/v1/admin/skus/{sku}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .body(format!(
+            r#"{{"name":"x","price_cents":1,"stock":{stock},"max_per_user":{cap}}}"#
+        ))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(res.status(), 200);
+}
+
+/// One signed purchase of one unit, retried with the same key after a 503 (as the edge and any
+/// client may: 503 is never stored): (final status, code or order id, 503s retried).
+async fn buy(
+    client: &reqwest::Client,
+    base: &str,
+    user: &str,
+    key: &str,
+    sku: &str,
+) -> (u16, String, u32) {
+    let body = format!(r#"{{"sku":"{sku}","qty":1}}"#);
+    let parts = SignedParts {
+        method: "POST",
+        path: "/v1/purchases",
+        user,
+        idempotency_key: key,
+        body: body.as_bytes(),
+    };
+    let mut retried = 0;
+    loop {
+        let res = client
+            .post(format!("{base}/v1/purchases"))
+            .header("flashgate-user", user)
+            .header("idempotency-key", key)
+            .header(
+                "flashgate-signature",
+                sign(&shared::SecretRing::single(EDGE_SECRET), now(), &parts),
+            )
+            .body(body.clone())
+            .send()
+            .await
+            .expect("no transport error");
+        let status = res.status().as_u16();
+        if status == 503 && retried < 10 {
+            assert!(
+                res.headers().contains_key("retry-after"),
+                "503 carries Retry-After"
+            );
+            retried += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let v: serde_json::Value = res.json().await.expect("json answer");
+        let what = if status == 201 {
+            v["order_id"].as_str().expect("order id").to_owned()
+        } else {
+            v["code"].as_str().expect("problem code").to_owned()
+        };
+        return (status, what, retried);
+    }
+}
+
+/// Runs `n` purchases `(user, key, sku)` made by `make`, PARALLEL at a time; returns the final
+/// answers counted by "status code" and the order ids of the 201s. 503s retried along the way
+/// are added to `RETRIED_503`.
+async fn run_phase(
+    client: &reqwest::Client,
+    base: &str,
+    n: usize,
+    make: impl Fn(usize) -> (String, String, String),
+) -> (BTreeMap<String, usize>, Vec<String>) {
+    let answers: Vec<(u16, String, u32)> = futures::stream::iter((0..n).map(make))
+        .map(|(user, key, sku)| async move { buy(client, base, &user, &key, &sku).await })
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await;
+    let mut counts = BTreeMap::new();
+    let mut orders = Vec::new();
+    for (status, what, retried) in answers {
+        RETRIED_503.fetch_add(u64::from(retried), Ordering::Relaxed);
+        if status == 201 {
+            orders.push(what);
+            *counts.entry("201".to_owned()).or_insert(0) += 1;
+        } else {
+            *counts.entry(format!("{status} {what}")).or_insert(0) += 1;
+        }
+    }
+    (counts, orders)
+}
+
+fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn ten_thousand_distinct_skus_users_and_keys_keep_memory_bounded(pool: PgPool) {
+    let (db, url) = processes::database_of(&pool).await;
+    let origin = OriginProcess::start(
+        &url,
+        "redis://127.0.0.1:6379",
+        &format!("test:{db}"),
+        &[
+            ("RUN_MIGRATIONS", "false"),
+            ("RECONCILE_INTERVAL_SECS", "0"),
+        ],
+        true,
+    )
+    .await;
+    let pid = origin.child.id();
+    let base = origin.base.clone();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(PARALLEL)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+
+    // Warm up (allocator arenas, the database pool, Redis connections), then wait for the
+    // warm-up's combiners to retire, and take the baseline.
+    let (warm, _) = run_phase(&client, &base, 1000, |i| {
+        (format!("warm{i}"), format!("w{i}"), format!("WARM-{i}"))
+    })
+    .await;
+    assert_eq!(warm, counts(&[("404 unknown_sku", 1000)]));
+    wait_for_tables_to_drain(&client, &base).await;
+    let (rss0, fds0) = (rss_bytes(pid), open_fds(pid));
+
+    // A: 10,000 purchases of 10,000 distinct unknown SKUs by 10,000 distinct users.
+    let started = Instant::now();
+    let (a, _) = run_phase(&client, &base, N, |i| {
+        (format!("user{i}"), format!("a{i}"), format!("NOPE-{i}"))
+    })
+    .await;
+    assert_eq!(
+        a,
+        counts(&[("404 unknown_sku", N)]),
+        "every answer a clear 404"
+    );
+    let combiners_after_a = metric(&client, &base, "origin_combiners").await;
+    let rss_a = rss_bytes(pid);
+
+    // B: a SKU sells out, then one user hammers it with 10,000 distinct keys.
+    put_sku(&client, &base, "GONE", 50, 1000).await;
+    let (b1, gone_orders) = run_phase(&client, &base, 50, |i| {
+        (format!("early{i}"), format!("g{i}"), "GONE".into())
+    })
+    .await;
+    assert_eq!(b1, counts(&[("201", 50)]));
+    let (b, _) = run_phase(&client, &base, N, |i| {
+        ("hammer".into(), format!("h{i}"), "GONE".into())
+    })
+    .await;
+    assert_eq!(
+        b,
+        counts(&[("409 sold_out", N)]),
+        "every answer a clear 409"
+    );
+    let rss_b = rss_bytes(pid);
+
+    // C: 10,000 distinct users, one unit each, for 5,000 units with a cap of 1.
+    put_sku(&client, &base, "WIDE", 5000, 1).await;
+    let (c, wide_orders) = run_phase(&client, &base, N, |i| {
+        (format!("user{i}"), format!("c{i}"), "WIDE".into())
+    })
+    .await;
+    assert_eq!(c, counts(&[("201", 5000), ("409 sold_out", 5000)]));
+    let load_time = started.elapsed();
+    let rss_c = rss_bytes(pid);
+
+    // The in-memory tables drain: idle combiners retire, nothing stays in flight.
+    let drained_in = wait_for_tables_to_drain(&client, &base).await;
+    let (rss1, fds1) = (rss_bytes(pid), open_fds(pid));
+    eprintln!(
+        "limits_process: {} requests in {load_time:.1?}; RSS baseline {:.1} MiB, after A {:.1}, \
+         after B {:.1}, after C {:.1}, end {:.1} MiB; fds {fds0} -> {fds1}; combiners after A \
+         {combiners_after_a}, tables drained {drained_in:.1?} after the load; {} 503s retried",
+        3 * N + 50,
+        rss0 as f64 / MIB as f64,
+        rss_a as f64 / MIB as f64,
+        rss_b as f64 / MIB as f64,
+        rss_c as f64 / MIB as f64,
+        rss1 as f64 / MIB as f64,
+        RETRIED_503.load(Ordering::Relaxed),
+    );
+    let peak = rss_a.max(rss_b).max(rss_c).max(rss1);
+    assert!(
+        peak < rss0 + 64 * MIB,
+        "RSS grew from {rss0} to {peak} bytes (bound: +64 MiB)"
+    );
+    assert!(
+        fds1 <= fds0 + 8,
+        "open file descriptors grew from {fds0} to {fds1}"
+    );
+
+    // The books.
+    let mut all = gone_orders.clone();
+    all.extend(wide_orders.iter().cloned());
+    check_books(&pool, &all, &[("GONE", 50, 1000), ("WIDE", 5000, 1)]).await;
+}
+
+/// Waits until `/metrics` shows no combiner and no attempt in flight; returns how long it took.
+async fn wait_for_tables_to_drain(client: &reqwest::Client, base: &str) -> Duration {
+    let start = Instant::now();
+    loop {
+        let combiners = metric(client, base, "origin_combiners").await;
+        let in_flight = metric(client, base, "origin_purchases_in_flight").await;
+        if combiners == 0.0 && in_flight == 0.0 {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "still {combiners} combiners and {in_flight} attempts in flight after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// No oversell, stock + sold == initial, no user above the cap, every 201 has exactly one order
+/// row and every order was answered 201.
+async fn check_books(pool: &PgPool, order_ids: &[String], skus: &[(&str, i64, i64)]) {
+    let distinct: HashSet<&String> = order_ids.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        order_ids.len(),
+        "no order id answered twice"
+    );
+    let found: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE order_id::text = ANY($1)")
+            .bind(order_ids)
+            .fetch_one(pool)
+            .await
+            .expect("count");
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    assert_eq!(
+        found as usize,
+        order_ids.len(),
+        "every 201 has its order row"
+    );
+    assert_eq!(total, found, "every order was answered 201");
+    for (sku, initial, cap) in skus {
+        let (stock, sold): (i64, i64) = sqlx::query_as(
+            "SELECT s.stock, COALESCE((SELECT SUM(qty) FROM orders o WHERE o.sku = s.sku), 0)::BIGINT FROM skus s WHERE s.sku = $1",
+        )
+        .bind(sku)
+        .fetch_one(pool)
+        .await
+        .expect("stock");
+        assert_eq!(stock + sold, *initial, "{sku}: stock + sold == initial");
+        assert!(stock >= 0 && sold <= *initial, "{sku}: no oversell");
+        let max_user: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(n), 0)::BIGINT FROM (SELECT SUM(qty) AS n FROM orders WHERE sku = $1 GROUP BY user_id) t",
+        )
+        .bind(sku)
+        .fetch_one(pool)
+        .await
+        .expect("max per user");
+        assert!(
+            max_user <= *cap,
+            "{sku}: a user holds {max_user} > cap {cap}"
+        );
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
+    let (db, url) = processes::database_of(&pool).await;
+    let origin = OriginProcess::start(
+        &url,
+        "redis://127.0.0.1:6379",
+        &format!("test:{db}"),
+        &[
+            ("RUN_MIGRATIONS", "false"),
+            ("RECONCILE_INTERVAL_SECS", "0"),
+            ("HTTP_MAX_CONNECTIONS", "64"),
+        ],
+        true,
+    )
+    .await;
+    let pid = origin.child.id();
+    let addr = origin.base.trim_start_matches("http://").to_owned();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let (rss0, fds0) = (rss_bytes(pid), open_fds(pid));
+
+    // 1,000 clients connect and send nothing.
+    let mut silent = Vec::new();
+    for _ in 0..1000 {
+        silent.push(TcpStream::connect(&addr).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (rss_silent, fds_silent) = (rss_bytes(pid), open_fds(pid));
+    drop(silent);
+
+    // 1,000 clients each ask once and keep their connection: idle ones make room for new ones.
+    let mut kept = Vec::new();
+    for _ in 0..1000 {
+        let mut s = TcpStream::connect(&addr).await.expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        kept.push(s);
+    }
+    // Every one of them is answered (the server works through the backlog)...
+    let mut answered = 0;
+    for s in &mut kept {
+        let mut buf = [0u8; 12];
+        if tokio::time::timeout(Duration::from_secs(20), s.read_exact(&mut buf))
+            .await
+            .is_ok_and(|r| r.is_ok())
+            && &buf == b"HTTP/1.1 200"
+        {
+            answered += 1;
+        }
+    }
+    let (rss_kept, fds_kept) = (rss_bytes(pid), open_fds(pid));
+    // ...and a new client is served at once.
+    let started = Instant::now();
+    let res = client
+        .get(format!("{}/healthz", origin.base))
+        .send()
+        .await
+        .expect("served");
+    assert_eq!(res.status(), 200);
+    let new_client_wait = started.elapsed();
+    let open = metric(&client, &origin.base, "origin_http_connections").await;
+    drop(kept);
+    eprintln!(
+        "limits_process: cap 64; RSS {:.1} MiB -> {:.1} (1,000 silent) -> {:.1} (1,000 kept); \
+         fds {fds0} -> {fds_silent} -> {fds_kept}; {answered}/1000 answered; new client served \
+         in {new_client_wait:.1?}; {open} connections open",
+        rss0 as f64 / MIB as f64,
+        rss_silent as f64 / MIB as f64,
+        rss_kept as f64 / MIB as f64,
+    );
+    assert_eq!(answered, 1000, "every kept connection was answered");
+    // The listener, the sockets of at most 64 connections, one accepted socket waiting for a
+    // slot, and a little slack for database and Redis connections.
+    for (what, fds) in [("silent", fds_silent), ("kept", fds_kept)] {
+        assert!(
+            fds <= fds0 + 64 + 1 + 4,
+            "{what}: open file descriptors {fds0} -> {fds} with a cap of 64"
+        );
+    }
+    for (what, rss) in [("silent", rss_silent), ("kept", rss_kept)] {
+        assert!(
+            rss < rss0 + 16 * MIB,
+            "{what}: RSS {rss0} -> {rss} bytes (bound: +16 MiB)"
+        );
+    }
+    assert!(
+        new_client_wait < Duration::from_secs(1),
+        "{new_client_wait:?}"
+    );
+    assert!(open <= 64.0, "{open} connections open");
+}
