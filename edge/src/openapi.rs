@@ -107,7 +107,7 @@ impl utoipa::Modify for Security {
                     .scheme(HttpAuthScheme::Bearer)
                     .bearer_format("JWT")
                     .description(Some(
-                        "HS256 JWT signed with SESSION_SECRET; `sub` is the shopper id, `exp` required, `nbf` honoured",
+                        "HS256 JWT signed with a key of SESSION_SECRETS (a header `kid` selects it; without one every key is tried); `sub` is the shopper id, `exp` required, `nbf` honoured",
                     ))
                     .build(),
             ),
@@ -117,7 +117,7 @@ impl utoipa::Modify for Security {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("ADMIN_TOKEN"))
+                    .description(Some("one of ADMIN_TOKENS"))
                     .build(),
             ),
         );
