@@ -35,10 +35,8 @@ const FAIRNESS_PAUSE: Duration = Duration::from_millis(10);
 /// the number of origin processes, so polling this often costs little and hands the lock over
 /// quickly (Redlock's own exponential back-off would let the yielding holder win again).
 const POLL_MAX: u64 = 4;
-/// How long a combiner keeps retrying a lock attempt that failed for want of votes (nodes slower
-/// than their timeout, e.g. a process starved of CPU for a moment) before answering 503. A real
-/// quorum loss then answers 503 this much later; a blip no longer reaches the client.
-const UNREACHABLE_GRACE: Duration = Duration::from_millis(250);
+/// Pause range (ms) before retrying a lock attempt that failed for want of votes.
+const UNREACHABLE_PAUSE_MS: std::ops::RangeInclusive<u64> = 5..=20;
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
 const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch that lost a race on an idempotency key (nothing was committed).
@@ -105,23 +103,24 @@ impl Context {
         }
     }
 
-    /// Acquires the SKU's lease, retrying while contended or while the quorum cannot be reached
-    /// (each try is paced by the per-node timeouts) until `deadline`, and a lease that came back
-    /// with too little validity for [`UNREACHABLE_GRACE`] (within `deadline`).
+    /// Acquires the SKU's lease, retrying until `deadline` while it is contended, and also while
+    /// too few nodes could vote: a node slower than its 40 ms timeout for a moment (a CPU-starved
+    /// host, a slow fsync) must not turn into a 503 for a request that still has most of its
+    /// deadline. The deadline is the request's budget; a real quorum loss answers 503 when it
+    /// passes.
     async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
         let started = Instant::now();
-        let grace_until = deadline.min(started + UNREACHABLE_GRACE);
         let key = self.lock_key(sku);
         let result = loop {
             match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
-                Err(RedlockError::Contended | RedlockError::Unreachable { .. })
-                    if Instant::now() < deadline =>
-                {
+                Err(RedlockError::Contended) if Instant::now() < deadline => {
                     let pause = rand::random_range(1..=POLL_MAX);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
-                Err(RedlockError::ValidityTooShort) if Instant::now() < grace_until => {
-                    let pause = rand::random_range(5..=20);
+                Err(RedlockError::Unreachable { .. } | RedlockError::ValidityTooShort)
+                    if Instant::now() < deadline =>
+                {
+                    let pause = rand::random_range(UNREACHABLE_PAUSE_MS);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
                 other => break other,

@@ -178,7 +178,7 @@ async fn a_paused_node_keeps_purchase_latency_bounded(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
-async fn a_quorum_blip_shorter_than_the_grace_is_not_a_503(pool: PgPool) {
+async fn a_quorum_blip_within_the_deadline_is_not_a_503(pool: PgPool) {
     let nodes = RedisNodes::start(3).await;
     let urls = nodes.urls().join(",");
     let app = Arc::new(spawn_app_with(pool.clone(), &[("REDIS_URLS", urls.as_str())]).await);
@@ -189,15 +189,16 @@ async fn a_quorum_blip_shorter_than_the_grace_is_not_a_503(pool: PgPool) {
             .iter()
             .all(|(s, _)| *s == 201)
     );
-    // Two of three nodes stall for 150 ms (a CPU-starved host, a slow fsync): no quorum for
-    // a moment. Purchases arriving meanwhile wait it out instead of answering 503.
+    // Two of three nodes stall for 500 ms (a CPU-starved host, a slow fsync): no quorum for a
+    // moment. Purchases arriving meanwhile wait it out (their deadline is 3 s) instead of
+    // answering 503.
     nodes.pause(0);
     nodes.pause(1);
     let purchases = {
         let app = app.clone();
         tokio::spawn(async move { wave(&[app], 100, 20, "BLIP").await })
     };
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     nodes.resume(0);
     nodes.resume(1);
     let results = purchases.await.expect("task");

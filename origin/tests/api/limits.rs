@@ -123,6 +123,7 @@ async fn a_slowloris_head_is_cut_off_while_other_clients_are_served(pool: PgPool
         }
     }
     let cut_after = cut_after.expect("the slow head was cut off before it completed");
+    eprintln!("limits: slowloris head cut off after {cut_after:.2?} (limit 1 s)");
     assert!(
         cut_after >= Duration::from_millis(900) && cut_after < Duration::from_millis(2500),
         "cut off after {cut_after:?}, the limit is 1 s"
@@ -134,6 +135,7 @@ async fn a_slowloris_head_is_cut_off_while_other_clients_are_served(pool: PgPool
     );
     stop.store(true, Ordering::Relaxed);
     let (ok, other) = others.await.expect("task");
+    eprintln!("limits: meanwhile {ok} other requests answered 200, {other} not");
     assert!(ok >= 8, "other clients kept being served: {ok} answered");
     assert_eq!(other, 0, "no other client was refused");
     assert!(closed(&app.metrics, "header_timeout") >= 2);
@@ -176,6 +178,7 @@ async fn a_slow_body_is_408_and_nothing_is_stored(pool: PgPool) {
         String::from_utf8_lossy(&buf).into_owned()
     };
     let elapsed = started.elapsed();
+    eprintln!("limits: slow body answered 408 after {elapsed:.2?} (limit 1 s)");
     assert!(trickle.starts_with("HTTP/1.1 408"), "{trickle}");
     let lower = trickle.to_lowercase();
     assert!(
@@ -219,6 +222,10 @@ async fn idle_keepalive_connections_make_room_at_the_cap(pool: PgPool) {
         .await
         .expect("served");
     assert_eq!(res.status(), 200);
+    eprintln!(
+        "limits: 4 idle connections at a cap of 4; a new client served in {:.1?}",
+        started.elapsed()
+    );
     assert!(
         started.elapsed() < Duration::from_millis(800),
         "took {:?}",
@@ -263,6 +270,7 @@ async fn silent_connections_beyond_the_cap_wait_in_the_backlog(pool: PgPool) {
         .await
         .expect("served once slots free up");
     let waited = started.elapsed();
+    eprintln!("limits: 8 silent connections at a cap of 4; a new client served after {waited:.2?}");
     assert_eq!(res.status(), 200);
     assert!(
         waited >= Duration::from_millis(1500) && waited < Duration::from_secs(5),
