@@ -26,7 +26,10 @@ use crate::redlock::{Lease, Redlock, RedlockError};
 use crate::settings::PurchaseSettings;
 use crate::store::{self, Attempt, Decision, StoreError};
 
-/// A combiner with no work for this long exits (and is re-created on demand).
+/// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
+/// SKU turned out not to exist exits as soon as its queue is empty, so a stream of distinct
+/// unknown SKUs never keeps thousands of idle combiners (and their queues) alive: live combiners
+/// are bounded by the SKUs on sale plus those being decided right now.
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 /// After giving up the lock for fairness, wait this long before contending again: longer than
 /// a waiting process's polling interval ([`POLL_MAX`]), so the waiter gets its turn.
@@ -251,6 +254,7 @@ impl Combiners {
             sku,
             rx,
             pending: VecDeque::new(),
+            unknown_sku: false,
             ctx: self.ctx.clone(),
             queues: self.queues.clone(),
         };
@@ -264,6 +268,8 @@ struct Worker {
     rx: mpsc::Receiver<Job>,
     /// Jobs taken off the channel and not yet answered, in arrival order.
     pending: VecDeque<Job>,
+    /// The last batch found no such SKU.
+    unknown_sku: bool,
     ctx: Arc<Context>,
     queues: Arc<Mutex<HashMap<Sku, mpsc::Sender<Job>>>>,
 }
@@ -307,6 +313,9 @@ impl Worker {
                 }
             };
             let gave_up_for_fairness = self.hold(lease).await;
+            if std::mem::take(&mut self.unknown_sku) && self.pending.is_empty() && self.retire() {
+                return;
+            }
             if gave_up_for_fairness {
                 tokio::time::sleep(FAIRNESS_PAUSE).await;
             }
@@ -379,6 +388,7 @@ impl Worker {
             {
                 Ok(result) => {
                     let sold_out = result.remaining == Some(0);
+                    self.unknown_sku = result.remaining.is_none();
                     for (job, decision) in batch.into_iter().zip(result.decisions) {
                         self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
                     }

@@ -211,6 +211,8 @@ async fn idle_keepalive_connections_make_room_at_the_cap(pool: PgPool) {
             .expect("write");
         assert_eq!(read_status(&mut s).await, Some(200));
         idle.push(s);
+        // Distinct idle-since milliseconds, so "longest idle" is well defined.
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // A fifth client is served at once: the longest-idle connection is closed to make room.
     let client = reqwest::Client::new();
