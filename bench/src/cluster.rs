@@ -1,5 +1,6 @@
 //! A throwaway local cluster for `bench compare`: N `redis-server` nodes on free ports, a fresh
-//! Postgres database, and M origin processes — all stopped (killed) when the run ends.
+//! Postgres database, and M origin processes — all stopped (killed) when the run ends. The
+//! database is dropped when the run passed and kept (its name printed) for inspection when not.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -15,7 +16,12 @@ pub(crate) struct Cluster {
     pub(crate) origin_urls: Vec<String>,
     /// Process ids of the origins, in the order of `origin_urls` (for `/proc` sampling).
     pub(crate) origin_pids: Vec<u32>,
+    /// Process ids of the `redis-server` nodes.
+    pub(crate) redis_pids: Vec<u32>,
     pub(crate) database_url: String,
+    /// The server's URL (the `--postgres` argument) and the run's own database on it.
+    postgres: String,
+    db: String,
     children: Vec<Child>,
     _dir: tempdir::Dir,
 }
@@ -70,6 +76,7 @@ impl Cluster {
         let dir = tempdir::Dir(dir);
         let mut children = Vec::new();
         let mut redis_urls = Vec::new();
+        let mut redis_pids = Vec::new();
         for _ in 0..redis_nodes {
             let port = free_port()?;
             let child = Command::new("redis-server")
@@ -89,6 +96,7 @@ impl Cluster {
                 .kill_on_drop(true)
                 .spawn()
                 .context("starting redis-server")?;
+            redis_pids.push(child.id().context("redis-server exited at once")?);
             children.push(child);
             redis_urls.push(format!("redis://127.0.0.1:{port}"));
         }
@@ -152,7 +160,10 @@ impl Cluster {
         Ok(Self {
             origin_urls,
             origin_pids,
+            redis_pids,
             database_url,
+            postgres: postgres.to_owned(),
+            db,
             children,
             _dir: dir,
         })
@@ -165,9 +176,31 @@ impl Cluster {
             .collect()
     }
 
-    pub(crate) async fn stop(mut self) {
+    /// Kills every process; drops the run's database when `passed`, else keeps it and says so.
+    pub(crate) async fn stop(mut self, passed: bool) {
         for child in &mut self.children {
             let _ = child.kill().await;
+        }
+        if !passed {
+            eprintln!(
+                "kept database {} for inspection: {}",
+                self.db, self.database_url
+            );
+            return;
+        }
+        let dropped = async {
+            let admin = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&self.postgres)
+                .await?;
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db))
+                .execute(&admin)
+                .await?;
+            admin.close().await;
+            Ok::<_, sqlx::Error>(())
+        };
+        if let Err(e) = dropped.await {
+            eprintln!("could not drop database {}: {e}", self.db);
         }
     }
 }

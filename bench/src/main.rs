@@ -192,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
                 .await?;
                 let mut args = sale.clone();
                 args.label = format!("{}-{name}", sale.label);
+                let cpu_before = procstat::CpuUse::now(&cluster.origin_pids, &cluster.redis_pids);
                 let result = sale::run(
                     &args,
                     &cluster.origin_urls,
@@ -201,9 +202,15 @@ async fn main() -> anyhow::Result<()> {
                     &cluster.database_url,
                     Some(name),
                 )
-                .await?;
-                cluster.stop().await;
-                results.push(result);
+                .await
+                .map(|mut r| {
+                    let after = procstat::CpuUse::now(&cluster.origin_pids, &cluster.redis_pids);
+                    r.cpu = Some(after.since(cpu_before));
+                    r
+                });
+                let passed = result.as_ref().is_ok_and(|r| r.invariants.ok());
+                cluster.stop(passed).await;
+                results.push(result?);
             }
             let refs: Vec<&sale::SaleResult> = results.iter().collect();
             report::print(&refs);

@@ -1,4 +1,5 @@
-//! What a process holds, read from `/proc` (Linux): resident memory and open file descriptors.
+//! What a process holds and uses, read from `/proc` (Linux): resident memory, open file
+//! descriptors and CPU time.
 
 /// Resident set size in bytes (`VmRSS` of `/proc/<pid>/status`); `None` if the process is gone.
 pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
@@ -47,4 +48,84 @@ pub(crate) fn load_average() -> String {
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".into())
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`: 100 on every Linux ABI we run on).
+const USER_HZ: f64 = 100.0;
+
+/// CPU time (user + system) the process has used so far, in seconds; `None` if it is gone.
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11); // field 14 (utime) is the 12th after ')'
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / USER_HZ)
+}
+
+/// Processes whose command name (`/proc/<pid>/comm`) is `name`.
+pub(crate) fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .collect()
+}
+
+/// CPU seconds used by each part of a benchmark cluster, read at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CpuUse {
+    /// This process: the shoppers (HTTP client, request signing) and the progress bar.
+    pub(crate) load_generator: f64,
+    pub(crate) origins: f64,
+    pub(crate) redis: f64,
+    /// Every `postgres` process on the machine (the server is shared; run on a quiet machine).
+    pub(crate) postgres: f64,
+}
+
+impl CpuUse {
+    pub(crate) fn now(origins: &[u32], redis: &[u32]) -> Self {
+        let sum = |pids: &[u32]| pids.iter().filter_map(|p| cpu_seconds(*p)).sum::<f64>();
+        Self {
+            load_generator: cpu_seconds(std::process::id()).unwrap_or(0.0),
+            origins: sum(origins),
+            redis: sum(redis),
+            postgres: sum(&pids_named("postgres")),
+        }
+    }
+
+    /// What was used between `earlier` and `self`.
+    pub(crate) fn since(self, earlier: Self) -> Self {
+        Self {
+            load_generator: self.load_generator - earlier.load_generator,
+            origins: self.origins - earlier.origins,
+            redis: self.redis - earlier.redis,
+            postgres: self.postgres - earlier.postgres,
+        }
+    }
+
+    pub(crate) fn total(self) -> f64 {
+        self.load_generator + self.origins + self.redis + self.postgres
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_uses_cpu_time_that_grows() {
+        let before = cpu_seconds(std::process::id()).expect("own stat");
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = cpu_seconds(std::process::id()).expect("own stat");
+        assert!(after - before >= 0.1, "{before} -> {after}");
+    }
 }

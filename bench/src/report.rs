@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::procstat::CpuUse;
 use crate::sale::SaleResult;
 
 fn ms(micros: u64) -> String {
@@ -27,6 +28,13 @@ fn stat(
     r.origin
         .as_ref()
         .map_or_else(|| "-".to_owned(), |m| format!("{:.*}", decimals, f(m)))
+}
+
+/// CPU milliseconds one part of the cluster spent per HTTP request answered, `-` without figures.
+fn cpu_per_request(r: &SaleResult, part: impl Fn(&CpuUse) -> f64) -> String {
+    r.cpu.map_or("-".into(), |c| {
+        format!("{:.3}", 1000.0 * part(&c) / r.latency.len().max(1) as f64)
+    })
 }
 
 /// Prints one column per result, and the speed-up of the first over the last when there are two.
@@ -133,6 +141,34 @@ pub(crate) fn print(results: &[&SaleResult]) {
         (
             "shed (503) by the origin",
             Box::new(|r| stat(r, |m| m["origin_shed_total"], 0)),
+        ),
+        (
+            "CPU busy % (all cores)",
+            Box::new(|r| {
+                r.cpu.map_or("-".into(), |c| {
+                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    format!(
+                        "{:.0}",
+                        100.0 * c.total() / (r.elapsed.as_secs_f64() * cores as f64)
+                    )
+                })
+            }),
+        ),
+        (
+            "CPU ms/request: load gen",
+            Box::new(|r| cpu_per_request(r, |c| c.load_generator)),
+        ),
+        (
+            "CPU ms/request: origins",
+            Box::new(|r| cpu_per_request(r, |c| c.origins)),
+        ),
+        (
+            "CPU ms/request: redis",
+            Box::new(|r| cpu_per_request(r, |c| c.redis)),
+        ),
+        (
+            "CPU ms/request: postgres",
+            Box::new(|r| cpu_per_request(r, |c| c.postgres)),
         ),
         (
             "invariants",

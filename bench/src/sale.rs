@@ -51,6 +51,8 @@ pub(crate) struct SaleResult {
     pub(crate) elapsed: Duration,
     /// Origin metrics accumulated during the sale (None through the edge).
     pub(crate) origin: Option<BTreeMap<&'static str, f64>>,
+    /// CPU time each part of the cluster used during the run (`bench compare` only).
+    pub(crate) cpu: Option<crate::procstat::CpuUse>,
     pub(crate) invariants: Invariants,
 }
 
@@ -234,6 +236,7 @@ pub(crate) async fn run(
         units_sold,
         sell_out_at: (last > 0).then(|| Duration::from_micros(last)),
         elapsed,
+        cpu: None,
         origin: metrics_before.zip(metrics_after).map(|(b, a)| {
             a.into_iter()
                 .map(|(k, v)| (k, v - b.get(k).copied().unwrap_or(0.0)))

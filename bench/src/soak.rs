@@ -359,7 +359,8 @@ pub(crate) async fn run(args: &SoakArgs, command_line: &str) -> anyhow::Result<b
     let outcome = soak(args, &cluster, duration).await;
     let warnings = log_summary(&logs);
     let reconciled = reconcile(&args.origin_bin, &cluster.database_url).await;
-    cluster.stop().await;
+    let passed = matches!(&outcome, Ok((_, true))) && matches!(&reconciled, Ok((true, _)));
+    cluster.stop(passed).await;
     let (mut report, mut ok) = outcome?;
     let (reconcile_ok, reconcile_text) = reconciled?;
     writeln!(report, "origin reconcile: {reconcile_text}")?;

@@ -87,8 +87,7 @@ impl Application {
             settings: settings.purchase.clone(),
             key_prefix: settings.redis_key_prefix.clone(),
         });
-        let listener = TcpListener::bind(settings.listen_addr)
-            .await
+        let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
         let pseudonyms = match &settings.log_hash_key {
             Some(key) => Pseudonyms::new(key.expose_secret().as_bytes()),

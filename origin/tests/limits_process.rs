@@ -363,10 +363,14 @@ async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
         .expect("client");
     let (rss0, fds0) = (rss_bytes(pid), open_fds(pid));
 
-    // 1,000 clients connect and send nothing.
+    // 1,000 clients connect and send nothing. The kernel queues them (the listen backlog is
+    // deep enough): none waits for a SYN retransmission, whose first retry comes after 1 s.
     let mut silent = Vec::new();
+    let mut slowest_connect = Duration::ZERO;
     for _ in 0..1000 {
+        let started = Instant::now();
         silent.push(TcpStream::connect(&addr).await.expect("connect"));
+        slowest_connect = slowest_connect.max(started.elapsed());
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss_silent, fds_silent) = (rss_bytes(pid), open_fds(pid));
@@ -375,7 +379,9 @@ async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
     // 1,000 clients each ask once and keep their connection: idle ones make room for new ones.
     let mut kept = Vec::new();
     for _ in 0..1000 {
+        let started = Instant::now();
         let mut s = TcpStream::connect(&addr).await.expect("connect");
+        slowest_connect = slowest_connect.max(started.elapsed());
         s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
             .expect("write");
@@ -408,12 +414,16 @@ async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
     eprintln!(
         "limits_process: cap 64; RSS {:.1} MiB -> {:.1} (1,000 silent) -> {:.1} (1,000 kept); \
          fds {fds0} -> {fds_silent} -> {fds_kept}; {answered}/1000 answered; new client served \
-         in {new_client_wait:.1?}; {open} connections open",
+         in {new_client_wait:.1?}; {open} connections open; slowest connect {slowest_connect:.1?}",
         rss0 as f64 / MIB as f64,
         rss_silent as f64 / MIB as f64,
         rss_kept as f64 / MIB as f64,
     );
     assert_eq!(answered, 1000, "every kept connection was answered");
+    assert!(
+        slowest_connect < Duration::from_millis(900),
+        "a connect took {slowest_connect:?}: a SYN was dropped (listen backlog too short)"
+    );
     // The listener, the sockets of at most 64 connections, one accepted socket waiting for a
     // slot, and a little slack for database and Redis connections.
     for (what, fds) in [("silent", fds_silent), ("kept", fds_kept)] {

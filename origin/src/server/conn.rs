@@ -122,14 +122,18 @@ pub(crate) struct ConnState {
     word: AtomicU64,
     /// Asks the driver to close gracefully (reclaimed at the cap, or server shutdown).
     close: Notify,
+    /// The server's "a connection became idle" signal: wakes an accept waiting at the cap, so it
+    /// can reclaim this connection without polling.
+    became_idle: Arc<Notify>,
 }
 
 impl ConnState {
-    pub(crate) fn new(clock: Clock) -> Self {
+    pub(crate) fn new(clock: Clock, became_idle: Arc<Notify>) -> Self {
         Self {
             clock,
             word: AtomicU64::new(pack(Phase::Head, clock.now_ms())),
             close: Notify::new(),
+            became_idle,
         }
     }
 
@@ -163,7 +167,9 @@ impl ConnState {
 
     /// The answer is done; the connection waits for the next request.
     fn on_answered(&self) {
-        self.transition(Phase::Request, Phase::Idle);
+        if self.transition(Phase::Request, Phase::Idle) {
+            self.became_idle.notify_one();
+        }
     }
 
     /// At the connection cap: claims this connection for closing if it is idle.
@@ -372,7 +378,7 @@ mod tests {
 
     #[tokio::test]
     async fn phases_move_only_along_the_allowed_edges() {
-        let state = ConnState::new(Clock::new());
+        let state = ConnState::new(Clock::new(), Arc::default());
         let t = Timeouts {
             header_read: Duration::from_millis(100),
             request: Duration::from_millis(1000),
