@@ -105,6 +105,14 @@ pub(crate) struct SaleArgs {
     /// A label for the output files.
     #[arg(long, default_value = "sale")]
     pub(crate) label: String,
+    /// Open each shopper's connection when the sale opens (inside the measured latency) instead
+    /// of before it: shoppers normally have the page open, and the edge keeps warm connections
+    /// to the origin.
+    #[arg(long)]
+    pub(crate) cold_connections: bool,
+    /// Also write every request (sent at, latency, status) to `<out-dir>/<label>-<run>.csv`.
+    #[arg(long)]
+    pub(crate) samples_csv: bool,
 }
 
 impl SaleArgs {
@@ -150,18 +158,19 @@ async fn main() -> anyhow::Result<()> {
                 ),
             };
             let admin = admin_url.unwrap_or_else(|| targets[0].clone());
-            let result = sale::run(
-                &sale,
-                &targets,
-                &admin,
-                &admin_token,
-                &auth,
-                &database_url,
-                None,
-            )
-            .await?;
+            let endpoints = sale::Endpoints {
+                targets: &targets,
+                admin_url: &admin,
+                admin_token: &admin_token,
+                auth: &auth,
+                database_url: &database_url,
+            };
+            let result = sale::run(&sale, &endpoints, None, None).await?;
             report::print(&[&result]);
             plot::write(&sale.out_dir, &sale.label, &[&result])?;
+            if sale.samples_csv {
+                plot::write_samples(&sale.out_dir, &sale.label, &[&result])?;
+            }
             result.invariants.ok()
         }
         Command::Compare {
@@ -192,22 +201,24 @@ async fn main() -> anyhow::Result<()> {
                 .await?;
                 let mut args = sale.clone();
                 args.label = format!("{}-{name}", sale.label);
-                let cpu_before = procstat::CpuUse::now(&cluster.origin_pids, &cluster.redis_pids);
+                let auth = sale::Auth::Edge(shared::SecretRing::single(cluster::EDGE_SECRET));
+                let endpoints = sale::Endpoints {
+                    targets: &cluster.origin_urls,
+                    admin_url: &cluster.origin_urls[0],
+                    admin_token: cluster::ADMIN_TOKEN,
+                    auth: &auth,
+                    database_url: &cluster.database_url,
+                };
                 let result = sale::run(
                     &args,
-                    &cluster.origin_urls,
-                    &cluster.origin_urls[0],
-                    cluster::ADMIN_TOKEN,
-                    &sale::Auth::Edge(shared::SecretRing::single(cluster::EDGE_SECRET)),
-                    &cluster.database_url,
+                    &endpoints,
                     Some(name),
+                    Some(sale::ClusterPids {
+                        origins: &cluster.origin_pids,
+                        redis: &cluster.redis_pids,
+                    }),
                 )
-                .await
-                .map(|mut r| {
-                    let after = procstat::CpuUse::now(&cluster.origin_pids, &cluster.redis_pids);
-                    r.cpu = Some(after.since(cpu_before));
-                    r
-                });
+                .await;
                 let passed = result.as_ref().is_ok_and(|r| r.invariants.ok());
                 cluster.stop(passed).await;
                 results.push(result?);
@@ -215,6 +226,9 @@ async fn main() -> anyhow::Result<()> {
             let refs: Vec<&sale::SaleResult> = results.iter().collect();
             report::print(&refs);
             plot::write(&sale.out_dir, &sale.label, &refs)?;
+            if sale.samples_csv {
+                plot::write_samples(&sale.out_dir, &sale.label, &refs)?;
+            }
             results.iter().all(|r| r.invariants.ok())
         }
     };

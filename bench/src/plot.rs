@@ -46,6 +46,34 @@ fn series(r: &SaleResult) -> (Line, Line) {
 }
 
 /// Writes `<dir>/<label>.svg`.
+/// Writes every request of each result to `<dir>/<label>-<name>.csv`: seconds since the sale
+/// began when it was sent, its latency in milliseconds, its status (0: transport error).
+pub(crate) fn write_samples(
+    dir: &Path,
+    label: &str,
+    results: &[&SaleResult],
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)?;
+    for r in results {
+        let path = dir.join(format!("{label}-{}.csv", r.name));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        writeln!(out, "sent_s,latency_ms,status")?;
+        for s in &r.samples {
+            writeln!(
+                out,
+                "{:.6},{:.3},{}",
+                s.at.saturating_sub(s.latency).as_secs_f64(),
+                s.latency.as_secs_f64() * 1000.0,
+                s.status
+            )?;
+        }
+        out.flush()?;
+        eprintln!("samples written to {}", path.display());
+    }
+    Ok(())
+}
+
 pub(crate) fn write(dir: &Path, label: &str, results: &[&SaleResult]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("{label}.svg"));

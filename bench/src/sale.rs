@@ -18,6 +18,27 @@ use tokio::sync::Mutex;
 
 use crate::SaleArgs;
 use crate::books::{self, Generation, Invariants, SkuBooks};
+use crate::procstat::CpuUse;
+
+/// Where a sale runs: the shoppers' targets, the admin API, and the database to check.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Endpoints<'a> {
+    /// Base URLs the shoppers are spread over.
+    pub(crate) targets: &'a [String],
+    /// Origin base URL for the admin API (creating the SKU).
+    pub(crate) admin_url: &'a str,
+    pub(crate) admin_token: &'a str,
+    pub(crate) auth: &'a Auth,
+    /// The origin's database, for the invariant check.
+    pub(crate) database_url: &'a str,
+}
+
+/// Processes of a local cluster whose CPU time the sale reports (`bench compare`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClusterPids<'a> {
+    pub(crate) origins: &'a [u32],
+    pub(crate) redis: &'a [u32],
+}
 
 /// How shoppers authenticate.
 #[derive(Debug, Clone)]
@@ -51,7 +72,8 @@ pub(crate) struct SaleResult {
     pub(crate) elapsed: Duration,
     /// Origin metrics accumulated during the sale (None through the edge).
     pub(crate) origin: Option<BTreeMap<&'static str, f64>>,
-    /// CPU time each part of the cluster used during the run (`bench compare` only).
+    /// CPU time each part of the cluster used from the sale's start to its end (`bench compare`
+    /// only; the load generator's includes its progress bar).
     pub(crate) cpu: Option<crate::procstat::CpuUse>,
     pub(crate) invariants: Invariants,
 }
@@ -130,16 +152,41 @@ async fn scrape(
     Some(total)
 }
 
+/// Opens the shoppers' connections before the sale: `concurrency` simultaneous `GET /healthz`,
+/// spread over the targets as the shoppers are, which leaves that many idle connections in the
+/// client's pool for the shoppers to pick up.
+async fn warm_connections(client: &reqwest::Client, targets: &[String], concurrency: usize) {
+    let opened = futures::future::join_all((0..concurrency).map(|i| {
+        let url = format!("{}/healthz", targets[i % targets.len()]);
+        async move {
+            client
+                .get(url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+    }))
+    .await;
+    let ok = opened.iter().filter(|ok| **ok).count();
+    if ok < concurrency {
+        eprintln!("warm-up: {ok}/{concurrency} connections opened; the rest open during the sale");
+    }
+}
+
 /// Runs one sale; see the module docs.
 pub(crate) async fn run(
     args: &SaleArgs,
-    targets: &[String],
-    admin_url: &str,
-    admin_token: &str,
-    auth: &Auth,
-    database_url: &str,
+    endpoints: &Endpoints<'_>,
     name: Option<&str>,
+    cluster_pids: Option<ClusterPids<'_>>,
 ) -> anyhow::Result<SaleResult> {
+    let Endpoints {
+        targets,
+        admin_url,
+        admin_token,
+        auth,
+        database_url,
+    } = *endpoints;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
@@ -162,7 +209,11 @@ pub(crate) async fn run(
         res.text().await.unwrap_or_default()
     );
     let generation = books::current_generation(database_url, &sku).await?;
+    if !args.cold_connections {
+        warm_connections(&client, targets, args.concurrency).await;
+    }
     let metrics_before = scrape(&client, targets).await;
+    let cpu_before = cluster_pids.map(|p| CpuUse::now(p.origins, p.redis));
 
     let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
     bar.set_style(
@@ -202,6 +253,9 @@ pub(crate) async fn run(
     }
     let elapsed = shared.start.elapsed();
     shared.bar.finish_and_clear();
+    let cpu = cluster_pids
+        .zip(cpu_before)
+        .map(|(p, before)| CpuUse::now(p.origins, p.redis).since(before));
     let metrics_after = scrape(&shared.client, targets).await;
 
     let samples = std::mem::take(&mut *shared.samples.lock().await);
@@ -236,7 +290,7 @@ pub(crate) async fn run(
         units_sold,
         sell_out_at: (last > 0).then(|| Duration::from_micros(last)),
         elapsed,
-        cpu: None,
+        cpu,
         origin: metrics_before.zip(metrics_after).map(|(b, a)| {
             a.into_iter()
                 .map(|(k, v)| (k, v - b.get(k).copied().unwrap_or(0.0)))

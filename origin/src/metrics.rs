@@ -56,6 +56,9 @@ pub struct Metrics {
     pub lock_wait: Histogram,
     /// `origin_lock_acquisitions_total`: SKU leases acquired by this process.
     pub lock_acquisitions: Counter,
+    /// `origin_lock_yields_total`: SKU leases given up for fairness (`LOCK_MAX_HOLD_MS`) while
+    /// purchases were still queued, so other processes get their turn.
+    pub lock_yields: Counter,
     /// `origin_units_sold_total`: units committed (lock acquisitions per unit = ratio of the two).
     pub units_sold: Counter,
     /// `origin_sold_out_fast_path_total`: answers given from the sold-out mark, without lock or DB.
@@ -97,6 +100,7 @@ impl Metrics {
             queue_depth: Gauge::default(),
             lock_wait: latency(),
             lock_acquisitions: Counter::default(),
+            lock_yields: Counter::default(),
             units_sold: Counter::default(),
             sold_out_fast_path: Counter::default(),
             shed: Counter::default(),
@@ -154,6 +158,11 @@ impl Metrics {
             "origin_lock_acquisitions",
             "SKU leases acquired",
             metrics.lock_acquisitions.clone(),
+        );
+        r.register(
+            "origin_lock_yields",
+            "SKU leases given up for fairness with purchases still queued",
+            metrics.lock_yields.clone(),
         );
         r.register(
             "origin_units_sold",

@@ -239,7 +239,7 @@ pub struct BreakerSettings {
 /// Tunables of the per-SKU purchase pipeline.
 #[derive(Debug, Clone)]
 pub struct PurchaseSettings {
-    /// `BATCH_MAX` (default 64): most purchases decided in one transaction. 1 disables batching.
+    /// `BATCH_MAX` (default 500): most purchases decided in one transaction. 1 disables batching.
     pub batch_max: usize,
     /// `QUEUE_CAPACITY` (default 4096): queued purchases per SKU per process before shedding.
     pub queue_capacity: usize,
@@ -249,8 +249,8 @@ pub struct PurchaseSettings {
     pub lock_ttl: Duration,
     /// `COMMIT_BUDGET_MS` (default 250): never start a commit with less lease validity left.
     pub commit_budget: Duration,
-    /// `LOCK_MAX_HOLD_MS` (default 200): after this long a holder releases the SKU lock so other
-    /// processes get their turn, even with requests still queued.
+    /// `LOCK_MAX_HOLD_MS` (default 0): after this long a holder releases the SKU lock so other
+    /// processes get their turn, even with requests still queued. 0: after every batch.
     pub lock_max_hold: Duration,
     /// `SINGLE_FLIGHT` (default `true`): `false` turns off the combiner (one lock and one
     /// transaction per request) — the benchmark's baseline.
@@ -260,12 +260,12 @@ pub struct PurchaseSettings {
 impl Default for PurchaseSettings {
     fn default() -> Self {
         Self {
-            batch_max: 64,
+            batch_max: 500,
             queue_capacity: 4096,
             request_deadline: Duration::from_millis(3000),
             lock_ttl: Duration::from_millis(2000),
             commit_budget: Duration::from_millis(250),
-            lock_max_hold: Duration::from_millis(200),
+            lock_max_hold: Duration::ZERO,
             single_flight: true,
         }
     }
@@ -398,13 +398,13 @@ impl Settings {
         let single_flight = boolean("SINGLE_FLIGHT", "true")?;
         let accept_signature_v1 = boolean("ACCEPT_SIGNATURE_V1", "true")?;
         let purchase = PurchaseSettings {
-            batch_max: num::<usize>("BATCH_MAX", parsed("BATCH_MAX", "64")?)?.clamp(1, 1000),
+            batch_max: num::<usize>("BATCH_MAX", parsed("BATCH_MAX", "500")?)?.clamp(1, 1000),
             queue_capacity: num::<usize>("QUEUE_CAPACITY", parsed("QUEUE_CAPACITY", "4096")?)?
                 .max(1),
             request_deadline: millis("REQUEST_DEADLINE_MS", "3000")?,
             lock_ttl: millis("LOCK_TTL_MS", "2000")?,
             commit_budget: millis("COMMIT_BUDGET_MS", "250")?,
-            lock_max_hold: millis("LOCK_MAX_HOLD_MS", "200")?,
+            lock_max_hold: millis("LOCK_MAX_HOLD_MS", "0")?,
             single_flight,
         };
         let http = HttpSettings {
@@ -558,7 +558,7 @@ mod tests {
         );
         assert_eq!(s.listen_addr.to_string(), "127.0.0.1:8080");
         assert!(s.run_migrations);
-        assert_eq!(s.purchase.batch_max, 64);
+        assert_eq!(s.purchase.batch_max, 500);
         assert_eq!(s.http.max_connections, 4096);
         assert_eq!(s.http.header_read_timeout, Duration::from_secs(10));
         assert_eq!(s.http.keepalive_timeout, Duration::from_secs(960));

@@ -5,7 +5,9 @@
 //! not the number of shoppers. The holder drains up to `batch_max` attempts and decides them, in
 //! arrival order, in ONE transaction ([`store::decide_batch`]), answers each waiter, and goes on
 //! while attempts are queued — extending its lease when it runs low, and releasing it after
-//! `lock_max_hold` so other processes get their turn.
+//! `lock_max_hold` (by default after every batch) when attempts are still queued, then pausing
+//! briefly so other processes get their turn. The pause doubles as a batching window: under load
+//! each turn decides one large batch.
 //!
 //! Lease guard: a batch starts only with at least `commit_budget` of validity left, rolls back if
 //! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
@@ -33,7 +35,7 @@ use crate::store::{self, Attempt, Decision, StoreError};
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 /// After giving up the lock for fairness, wait this long before contending again: longer than
 /// a waiting process's polling interval ([`POLL_MAX`]), so the waiter gets its turn.
-const FAIRNESS_PAUSE: Duration = Duration::from_millis(10);
+const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 /// A contended combiner polls the lock every 1..=POLL_MAX ms. Contenders per SKU are bounded by
 /// the number of origin processes, so polling this often costs little and hands the lock over
 /// quickly (Redlock's own exponential back-off would let the yielding holder win again).
@@ -317,6 +319,7 @@ impl Worker {
                 return;
             }
             if gave_up_for_fairness {
+                self.ctx.metrics.lock_yields.inc();
                 tokio::time::sleep(FAIRNESS_PAUSE).await;
             }
         }
@@ -367,7 +370,10 @@ impl Worker {
                 tracing::debug!(sku = %self.sku, error = %e, "lease release incomplete");
             }
         }
-        fair && !self.pending.is_empty()
+        // Work left means jobs in `pending` or still in the channel: `batch` drains `pending`,
+        // and `refill` tops it up only to `batch_max`, so an empty `pending` says nothing about
+        // the channel.
+        fair && !(self.pending.is_empty() && self.rx.is_empty())
     }
 
     /// Decides one batch from the front of the queue.

@@ -204,6 +204,67 @@ async fn the_combiner_batches_and_two_processes_never_oversell(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn a_busy_process_hands_the_lock_over_between_batches(pool: PgPool) {
+    // Two processes; A has a long queue, B one shopper. With LOCK_MAX_HOLD_MS=0 a holder with
+    // work left gives the lock up after each batch and pauses, so B is decided after one of A's
+    // batches, not after A's whole queue.
+    let settings = [("BATCH_MAX", "2"), ("LOCK_MAX_HOLD_MS", "0")];
+    let a = Arc::new(spawn_app_with(pool.clone(), &settings).await);
+    let b = Arc::new(spawn_app_with(pool.clone(), &settings).await);
+    a.put_sku("TURN", 100, 100).await;
+    // Hold the SKU row: A's first batch (under A's lease) waits, the rest of A's queue builds up.
+    let mut blocker = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM skus WHERE sku = 'TURN' FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .expect("row lock");
+    let a_buys: Vec<_> = (0..40)
+        .map(|i| {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let res = a.buy(&format!("a{i}"), &format!("ka{i}"), "TURN", 1).await;
+                res.json::<serde_json::Value>().await.expect("json")
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b_buy = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let res = b.buy("b", "kb", "TURN", 1).await;
+            res.json::<serde_json::Value>().await.expect("json")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    blocker.rollback().await.expect("release row");
+
+    let b_body = b_buy.await.expect("task");
+    let a_bodies: Vec<serde_json::Value> = join_all(a_buys)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert!(
+        a_bodies.iter().all(|v| v["order_id"].is_string()),
+        "{a_bodies:?}"
+    );
+    // `remaining` says when B was served: 99 after its own unit if first, 59 if last.
+    let b_remaining = b_body["remaining"].as_i64().expect("B bought");
+    let a_after_b = a_bodies
+        .iter()
+        .filter(|v| v["remaining"].as_i64().unwrap_or(0) < b_remaining)
+        .count();
+    assert!(
+        a_after_b >= 20,
+        "B was served after {} of A's 40 purchases",
+        40 - a_after_b
+    );
+    let yields = metric(&a.metrics().await, "origin_lock_yields_total");
+    assert!(yields >= 1.0, "A gave the lock up {yields} times");
+    assert_eq!(a.stock("TURN").await, 59);
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) {
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
