@@ -113,12 +113,20 @@ impl Context {
     /// host, a slow fsync) must not turn into a 503 for a request that still has most of its
     /// deadline. The deadline is the request's budget; a real quorum loss answers 503 when it
     /// passes.
-    async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
+    ///
+    /// Returns the lease and whether another holder had it first (the caller waited for it).
+    async fn acquire_until(
+        &self,
+        sku: &Sku,
+        deadline: Instant,
+    ) -> Result<(Lease, bool), RedlockError> {
         let started = Instant::now();
         let key = self.lock_key(sku);
+        let mut contended = false;
         let result = loop {
             match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
                 Err(RedlockError::Contended) if Instant::now() < deadline => {
+                    contended = true;
                     let pause = rand::random_range(1..=POLL_MAX);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
@@ -137,7 +145,7 @@ impl Context {
         if result.is_ok() {
             self.metrics.lock_acquisitions.inc();
         }
-        result
+        result.map(|lease| (lease, contended))
     }
 
     /// Decides `attempts` in one transaction under `lease`, with the lease guard, and writes the
@@ -295,7 +303,7 @@ impl Worker {
             if self.pending.is_empty() {
                 continue;
             }
-            if self.answer_from_sold_out_mark().await {
+            if self.answer_from_sold_out_mark(false).await {
                 continue;
             }
             let deadline = self
@@ -305,7 +313,17 @@ impl Worker {
                 .min()
                 .unwrap_or_else(Instant::now);
             let lease = match self.ctx.acquire_until(&self.sku, deadline).await {
-                Ok(lease) => lease,
+                Ok((lease, contended)) => {
+                    // Another process held the lock meanwhile and may have sold the last unit:
+                    // ask Redis again rather than trust this process's cached "not sold out",
+                    // so a queue that waited for the lock is answered from the mark, not by a
+                    // transaction that can only refuse it.
+                    if contended && self.answer_from_sold_out_mark(true).await {
+                        let _ = self.ctx.lock.release(lease).await;
+                        continue;
+                    }
+                    lease
+                }
                 Err(e) => {
                     tracing::warn!(sku = %self.sku, error = %e, "could not acquire sku lock");
                     let shed = matches!(e, RedlockError::Contended);
@@ -449,8 +467,15 @@ impl Worker {
 
     /// When the SKU is marked sold out, answers every queued attempt that has no stored 201 from
     /// the mark. Returns true when nothing is left to decide.
-    async fn answer_from_sold_out_mark(&mut self) -> bool {
-        let Some(buyers) = self.ctx.marks.check(&self.sku, &self.ctx.pool).await else {
+    /// `fresh`: read the mark from Redis even if this process checked it a moment ago.
+    async fn answer_from_sold_out_mark(&mut self, fresh: bool) -> bool {
+        let marks = &self.ctx.marks;
+        let buyers = if fresh {
+            marks.check_fresh(&self.sku, &self.ctx.pool).await
+        } else {
+            marks.check(&self.sku, &self.ctx.pool).await
+        };
+        let Some(buyers) = buyers else {
             return false;
         };
         let (answer, keep): (VecDeque<Job>, VecDeque<Job>) = self
@@ -557,7 +582,7 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
     let mut conflicts = 0;
     loop {
         let lease = match ctx.acquire_until(&sku, deadline).await {
-            Ok(lease) => lease,
+            Ok((lease, _)) => lease,
             Err(e) => {
                 tracing::warn!(sku = %sku, error = %e, "could not acquire sku lock");
                 return JobResult::Unavailable {

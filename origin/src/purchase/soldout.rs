@@ -4,7 +4,9 @@
 //! A process learns a SKU is sold out from its own batch (stock reached 0) and then marks it in
 //! Redis on every node; other processes read the mark (a quorum of nodes must hold it, so one
 //! node that missed a restock's delete cannot keep a restocked SKU shut) at most once per
-//! [`LOCAL_TTL`] per SKU. A restock through the admin API deletes the marks.
+//! [`LOCAL_TTL`] per SKU — and again ([`SoldOutMarks::check_fresh`]) when a combiner got the
+//! SKU's lease only after another process had held it. A restock through the admin API deletes
+//! the marks.
 //!
 //! A sold-out answer from the mark is never stored. To keep idempotent retries of purchases that
 //! DID succeed correct, the mark carries the set of (user, key) pairs holding a stored 201 for the
@@ -125,12 +127,24 @@ impl SoldOutMarks {
     /// Checks Redis (when local knowledge is stale) and returns the mark's buyers if sold out.
     /// Loads the buyers from the database once, when this process first learns of the mark.
     pub async fn check(&self, sku: &Sku, pool: &PgPool) -> Option<Arc<Buyers>> {
+        self.check_with(sku, pool, true).await
+    }
+
+    /// Like [`check`](Self::check), but reads Redis even when this process's knowledge is
+    /// fresh: for a combiner that just waited for another process's lease, during which the SKU
+    /// may have sold out.
+    pub async fn check_fresh(&self, sku: &Sku, pool: &PgPool) -> Option<Arc<Buyers>> {
+        self.check_with(sku, pool, false).await
+    }
+
+    async fn check_with(&self, sku: &Sku, pool: &PgPool, trust_local: bool) -> Option<Arc<Buyers>> {
         let known = {
             let local = self.local.lock().unwrap_or_else(|p| p.into_inner());
             local.get(sku).cloned()
         };
         if let Some(mark) = &known {
-            if mark.checked_at.elapsed() < LOCAL_TTL {
+            // A known mark is trusted for LOCAL_TTL either way: only a restock clears it.
+            if mark.checked_at.elapsed() < LOCAL_TTL && (trust_local || mark.buyers.is_some()) {
                 return mark.buyers.clone();
             }
         }

@@ -265,6 +265,62 @@ async fn a_busy_process_hands_the_lock_over_between_batches(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn a_queue_that_waited_for_the_lock_is_answered_from_the_fresh_sold_out_mark(pool: PgPool) {
+    // B's shoppers queue while A holds the lock and sells the last unit. When B gets the lock it
+    // reads the mark again (its own "not sold out" is a moment old) and answers from it: no
+    // transaction, nothing stored.
+    let a = Arc::new(spawn_app(pool.clone()).await);
+    let b = Arc::new(spawn_app(pool.clone()).await);
+    a.put_sku("LAST", 1, 1).await;
+    let mut blocker = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM skus WHERE sku = 'LAST' FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .expect("row lock");
+    let a_buy = {
+        let a = a.clone();
+        tokio::spawn(async move { a.buy("winner", "kw", "LAST", 1).await.status().as_u16() })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b_buys: Vec<_> = (0..10)
+        .map(|i| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let res = b.buy(&format!("b{i}"), &format!("kb{i}"), "LAST", 1).await;
+                let status = res.status().as_u16();
+                let body: serde_json::Value = res.json().await.expect("json");
+                (status, body["code"].as_str().unwrap_or("").to_owned())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    blocker.rollback().await.expect("release row");
+
+    assert_eq!(a_buy.await.expect("task"), 201);
+    let answers: Vec<(u16, String)> = join_all(b_buys)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert!(
+        answers.iter().all(|(s, c)| *s == 409 && c == "sold_out"),
+        "{answers:?}"
+    );
+    let mb = b.metrics().await;
+    assert_eq!(metric(&mb, "origin_sold_out_fast_path_total"), 10.0);
+    assert_eq!(
+        metric(&mb, "origin_db_transaction_seconds_count"),
+        0.0,
+        "B ran no transaction"
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 1, "only the winner's 201 is stored");
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) {
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
