@@ -152,6 +152,18 @@ async fn a_commit_past_the_lease_deadline_rolls_back(pool: PgPool) {
     assert_eq!(app.stock("L").await, 10);
 }
 
+/// Locks `sku`'s row in a transaction of the test's own, so every batch for it blocks until the
+/// returned transaction is rolled back: the way to make attempts queue up behind a holder.
+async fn hold_sku_row(pool: &PgPool, sku: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM skus WHERE sku = $1 FOR UPDATE")
+        .bind(sku)
+        .execute(&mut *tx)
+        .await
+        .expect("row lock");
+    tx
+}
+
 async fn buy_all(apps: &[Arc<TestApp>], n: usize, sku: &str, users: usize) -> Vec<u16> {
     let futs = (0..n).map(|i| {
         let app = apps[i % apps.len()].clone();
@@ -213,11 +225,7 @@ async fn a_busy_process_hands_the_lock_over_between_batches(pool: PgPool) {
     let b = Arc::new(spawn_app_with(pool.clone(), &settings).await);
     a.put_sku("TURN", 100, 100).await;
     // Hold the SKU row: A's first batch (under A's lease) waits, the rest of A's queue builds up.
-    let mut blocker = pool.begin().await.expect("tx");
-    sqlx::query("SELECT 1 FROM skus WHERE sku = 'TURN' FOR UPDATE")
-        .execute(&mut *blocker)
-        .await
-        .expect("row lock");
+    let blocker = hold_sku_row(&pool, "TURN").await;
     let a_buys: Vec<_> = (0..40)
         .map(|i| {
             let a = a.clone();
@@ -272,11 +280,7 @@ async fn a_queue_that_waited_for_the_lock_is_answered_from_the_fresh_sold_out_ma
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
     a.put_sku("LAST", 1, 1).await;
-    let mut blocker = pool.begin().await.expect("tx");
-    sqlx::query("SELECT 1 FROM skus WHERE sku = 'LAST' FOR UPDATE")
-        .execute(&mut *blocker)
-        .await
-        .expect("row lock");
+    let blocker = hold_sku_row(&pool, "LAST").await;
     let a_buy = {
         let a = a.clone();
         tokio::spawn(async move { a.buy("winner", "kw", "LAST", 1).await.status().as_u16() })
@@ -409,11 +413,7 @@ async fn a_full_queue_and_a_passed_deadline_shed_with_503(pool: PgPool) {
     );
     app.put_sku("JAM", 100, 100).await;
     // Hold the SKU row so the combiner's transaction blocks: everything else has to queue.
-    let mut blocker = pool.begin().await.expect("tx");
-    sqlx::query("SELECT 1 FROM skus WHERE sku = 'JAM' FOR UPDATE")
-        .execute(&mut *blocker)
-        .await
-        .expect("row lock");
+    let blocker = hold_sku_row(&pool, "JAM").await;
     let futs: Vec<_> = (0..30)
         .map(|i| {
             let app = app.clone();
