@@ -385,6 +385,34 @@ describe("origin unavailable", () => {
   });
 });
 
+describe("a misconfigured edge", () => {
+  test("without its signing secret: alive, not ready, 503 with Retry-After everywhere, nothing forwarded", async () => {
+    const s = await sku({ stock: 10 });
+    const edge = await stack.startEdge({ EDGE_SHARED_SECRETS: "" }, "wrangler-misconfigured");
+    try {
+      const before = await stack.originPurchaseCalls();
+      assert.equal((await stack.get("/healthz", {}, edge.url)).status, 200, "liveness: the Worker runs");
+      const ready = await stack.get("/readyz", {}, edge.url);
+      assertProblem(ready, 503, "unavailable", "readyz");
+      assert.equal(ready.headers.get("retry-after"), "30");
+      assert.doesNotMatch(ready.text, /EDGE_SHARED_SECRET/, "the reason is logged, not sent");
+      const buy = await stack.purchase({ token: tokenFor(user()), key: key(), body: { sku: s, qty: 1 }, edgeUrl: edge.url });
+      assertProblem(buy, 503, "unavailable", "purchase");
+      assert.equal(buy.headers.get("retry-after"), "30");
+      assertProblem(await stack.get(`/v1/skus/${s}`, {}, edge.url), 503, "unavailable", "sku view");
+      assertProblem(await stack.warmup([s], ADMIN_TOKEN, edge.url), 503, "unavailable", "warmup");
+      assert.equal(await stack.originPurchaseCalls(), before, "nothing reached the origin");
+      assert.equal((await stack.originSku(s)).body.stock, 10);
+    } finally {
+      await edge.stop();
+    }
+    // The suite's well-configured edge is ready.
+    const ok = await stack.get("/readyz");
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json?.status, "ready");
+  });
+});
+
 describe("secret rotation", () => {
   // Rotating the edge -> origin signing secret, the session key and the admin token, as the
   // README's procedure says: the origin learns the new edge key first (restart with [new, old]),

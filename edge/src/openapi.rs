@@ -29,7 +29,7 @@ use utoipa::OpenApi;
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 fn purchase() {}
@@ -65,6 +65,10 @@ fn warmup() {}
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ok\"}`")))]
 fn healthz() {}
 
+/// Readiness: the edge's settings (vars and secrets) parse, so it can serve.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ready\"}`"), (status = 503, description = "`unavailable`, with `Retry-After`: a setting or secret is missing or malformed (the reason is in the Worker's logs)", body = shared::Problem, content_type = "application/problem+json")))]
+fn readyz() {}
+
 /// This description.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 description", content_type = "application/json")))]
 fn openapi_json() {}
@@ -80,7 +84,7 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, sku_view, warmup, healthz, openapi_json),
+    paths(purchase, sku_view, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,

@@ -11,7 +11,10 @@ pub const OPENAPI_JSON: &str = include_str!("../../docs/openapi-edge.json");
 /// A matched route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
+    /// `GET /healthz`: the Worker runs.
     Healthz,
+    /// `GET /readyz`: the Worker's settings parse (it can serve).
+    Readyz,
     /// `POST /v1/purchases`.
     Purchase,
     /// `GET /v1/skus/{sku}` with the raw (unvalidated) path segment.
@@ -32,6 +35,13 @@ pub fn route(method: &str, path: &str) -> Route {
         "/healthz" => {
             if read {
                 Route::Healthz
+            } else {
+                Route::MethodNotAllowed("GET, HEAD")
+            }
+        }
+        "/readyz" => {
+            if read {
+                Route::Readyz
             } else {
                 Route::MethodNotAllowed("GET, HEAD")
             }
@@ -87,8 +97,28 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
         Route::OpenApi => {
             Some(Reply::json(200, OPENAPI_JSON).with_header("cache-control", "public, max-age=300"))
         }
-        Route::Purchase | Route::SkuView(_) | Route::Warmup => None,
+        Route::Readyz | Route::Purchase | Route::SkuView(_) | Route::Warmup => None,
     }
+}
+
+/// `Retry-After` (seconds) of the answers of an edge whose settings do not parse: an operator has
+/// to fix them (`wrangler secret put`, vars), which takes a while.
+pub const MISCONFIGURED_RETRY_AFTER_SECS: u64 = 30;
+
+/// `GET /readyz` once the settings parsed.
+pub fn ready() -> Reply {
+    Reply::json(200, r#"{"status":"ready"}"#).with_header("cache-control", "no-store")
+}
+
+/// Every route but `/healthz`, `/openapi.json` and the refusals when the settings do not parse:
+/// 503 `unavailable` with `Retry-After`, like any other dependency the edge cannot have — the
+/// shopper's retry is right, and `/readyz` tells the operator. The reason is logged, never sent.
+pub fn misconfigured() -> Reply {
+    Reply::unavailable(
+        "the edge is not configured to serve; try again later",
+        MISCONFIGURED_RETRY_AFTER_SECS,
+    )
+    .with_header("cache-control", "no-store")
 }
 
 #[cfg(test)]
@@ -98,6 +128,11 @@ mod tests {
     #[test]
     fn routes_match() {
         assert_eq!(route("GET", "/healthz"), Route::Healthz);
+        assert_eq!(route("HEAD", "/readyz"), Route::Readyz);
+        assert_eq!(
+            route("POST", "/readyz"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
         assert_eq!(route("POST", "/v1/purchases"), Route::Purchase);
         assert_eq!(
             route("GET", "/v1/purchases"),
@@ -122,5 +157,24 @@ mod tests {
         assert_eq!((r.status, r.header("allow")), (405, Some("POST")));
         assert_eq!(static_reply(&Route::NotFound).map(|r| r.status), Some(404));
         assert_eq!(static_reply(&Route::Purchase), None);
+        assert_eq!(
+            static_reply(&Route::Readyz),
+            None,
+            "readiness reads the settings"
+        );
+    }
+
+    #[test]
+    fn a_misconfigured_edge_is_unavailable_not_broken() {
+        let r = misconfigured();
+        assert_eq!(r.status, 503);
+        assert_eq!(r.header("retry-after"), Some("30"));
+        assert_eq!(
+            r.header("content-type"),
+            Some(shared::headers::PROBLEM_JSON)
+        );
+        let body: serde_json::Value = serde_json::from_str(&r.body).expect("json");
+        assert_eq!(body["code"], "unavailable");
+        assert_eq!(ready().status, 200);
     }
 }

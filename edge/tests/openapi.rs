@@ -36,6 +36,7 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
         ("get", "/v1/skus/{sku}"),
         ("get", "/warmup"),
         ("get", "/healthz"),
+        ("get", "/readyz"),
         ("get", "/openapi.json"),
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path}");
@@ -48,7 +49,7 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
     }
     assert_eq!(
         doc["paths"].as_object().map(|p| p.len()),
-        Some(5),
+        Some(6),
         "a route was added without documenting it, or the other way round"
     );
 }

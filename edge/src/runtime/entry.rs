@@ -32,12 +32,13 @@ async fn handle(req: &mut Request, env: &Env, id: &RequestId) -> Reply {
     let settings = match http::settings(env) {
         Ok(settings) => settings,
         Err(e) => {
-            // An operator error, not a client's or a dependency's: say so in the logs only.
+            // An operator's error: the reason goes to the logs only.
             worker::console_error!("edge misconfigured: {e}");
-            return Reply::problem(ErrorCode::Internal, "the edge is misconfigured");
+            return routes::misconfigured();
         }
     };
     match route {
+        Route::Readyz => routes::ready(),
         Route::Purchase => purchase::handle(req, env, &settings, id).await,
         Route::SkuView(sku) => skus::view(req, &settings, &sku).await,
         Route::Warmup => skus::warmup(req, &settings).await,
