@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use shared::secrets::MIN_SECRET_LEN;
 use shared::{BearerTokens, SecretRing, SecretsError};
 
 use crate::gcra::Policy;
@@ -94,7 +95,7 @@ impl Settings {
             }
         };
         let ring = |list: &'static str, single: &'static str| {
-            SecretRing::from_config(get(list).as_deref(), get(single).as_deref(), 1)
+            SecretRing::from_config(get(list).as_deref(), get(single).as_deref(), MIN_SECRET_LEN)
                 .map_err(secrets_error(list, single))
         };
 
@@ -156,7 +157,7 @@ impl Settings {
             admin_tokens: BearerTokens::from_config(
                 get("ADMIN_TOKENS").as_deref(),
                 get("ADMIN_TOKEN").as_deref(),
-                1,
+                MIN_SECRET_LEN,
             )
             .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?,
         })
@@ -194,9 +195,9 @@ mod tests {
 
     const REQUIRED: [(&str, &str); 4] = [
         ("ORIGIN_URL", "http://127.0.0.1:3000/"),
-        ("SESSION_SECRET", "s"),
-        ("EDGE_SHARED_SECRET", "e"),
-        ("ADMIN_TOKEN", "a"),
+        ("SESSION_SECRET", "session-secret-0123456789"),
+        ("EDGE_SHARED_SECRET", "edge-secret-0123456789"),
+        ("ADMIN_TOKEN", "admin-token-0123456789"),
     ];
 
     #[test]
@@ -207,7 +208,7 @@ mod tests {
         assert_eq!(s.retention_secs, 86_400);
         assert_eq!(s.in_flight_timeout_ms(), 30_000);
         assert!(
-            !format!("{s:?}").contains("\"s\""),
+            !format!("{s:?}").contains("session-secret-0123456789"),
             "secrets must not print"
         );
     }
@@ -253,31 +254,50 @@ mod tests {
     fn secrets_take_the_list_or_the_single_form() {
         let s = Settings::from_lookup(lookup(&REQUIRED)).expect("valid");
         assert_eq!(s.edge_shared_secrets.current().0.as_str(), "default");
-        assert!(s.admin_tokens.accepts("a"));
+        assert!(s.admin_tokens.accepts("admin-token-0123456789"));
 
         let rotated = [
             ("ORIGIN_URL", "http://127.0.0.1:3000"),
-            ("SESSION_SECRETS", "s2:new-session,s1:old-session"),
-            ("EDGE_SHARED_SECRETS", "k2:new-edge,k1:old-edge"),
-            ("ADMIN_TOKENS", "new-admin,old-admin"),
+            (
+                "SESSION_SECRETS",
+                "s2:new-session-0123456789,s1:old-session-0123456789",
+            ),
+            (
+                "EDGE_SHARED_SECRETS",
+                "k2:new-edge-0123456789ab,k1:old-edge-0123456789ab",
+            ),
+            ("ADMIN_TOKENS", "new-admin-0123456789,old-admin-0123456789"),
         ];
         let s = Settings::from_lookup(lookup(&rotated)).expect("valid");
         assert_eq!(
             s.edge_shared_secrets.current(),
-            (&shared::KeyId::parse("k2").expect("kid"), &b"new-edge"[..])
+            (
+                &shared::KeyId::parse("k2").expect("kid"),
+                &b"new-edge-0123456789ab"[..]
+            )
         );
         assert_eq!(s.session_secrets.kids().count(), 2);
-        assert!(s.admin_tokens.accepts("old-admin") && s.admin_tokens.accepts("new-admin"));
+        assert!(
+            s.admin_tokens.accepts("old-admin-0123456789")
+                && s.admin_tokens.accepts("new-admin-0123456789")
+        );
         let shown = format!("{s:?}");
         for secret in ["new-session", "old-edge", "new-admin"] {
+            // (substrings of the secrets)
             assert!(!shown.contains(secret), "{shown}");
         }
 
         // Both forms, or neither, or a malformed list: the list form's name is reported.
         for (extra, name) in [
-            (("SESSION_SECRETS", "s1:x"), "SESSION_SECRETS"),
-            (("EDGE_SHARED_SECRETS", "k1:x"), "EDGE_SHARED_SECRETS"),
-            (("ADMIN_TOKENS", "x"), "ADMIN_TOKENS"),
+            (
+                ("SESSION_SECRETS", "s1:x-0123456789abcdef"),
+                "SESSION_SECRETS",
+            ),
+            (
+                ("EDGE_SHARED_SECRETS", "k1:x-0123456789abcdef"),
+                "EDGE_SHARED_SECRETS",
+            ),
+            (("ADMIN_TOKENS", "x-0123456789abcdef"), "ADMIN_TOKENS"),
         ] {
             let mut pairs = REQUIRED.to_vec();
             pairs.push(extra);
@@ -299,5 +319,42 @@ mod tests {
             let err = Settings::from_lookup(lookup(&pairs)).expect_err(list);
             assert_eq!(err.name, list, "{err}");
         }
+    }
+
+    #[test]
+    fn secrets_shorter_than_the_origin_accepts_are_refused() {
+        let short = "fifteen-chars-x";
+        assert_eq!(short.len(), MIN_SECRET_LEN - 1);
+        for (name, value, reported) in [
+            ("SESSION_SECRET", short.to_owned(), "SESSION_SECRETS"),
+            (
+                "EDGE_SHARED_SECRET",
+                short.to_owned(),
+                "EDGE_SHARED_SECRETS",
+            ),
+            ("ADMIN_TOKEN", short.to_owned(), "ADMIN_TOKENS"),
+        ] {
+            let mut pairs: Vec<(&str, &str)> = REQUIRED
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != name)
+                .collect();
+            pairs.push((name, &value));
+            let err = Settings::from_lookup(lookup(&pairs)).expect_err(name);
+            assert_eq!(err.name, reported, "{err}");
+            assert!(err.reason.contains("at least 16"), "{err}");
+            assert!(
+                !err.to_string().contains(short),
+                "never echo a secret: {err}"
+            );
+        }
+        let list = [
+            ("ORIGIN_URL", "http://127.0.0.1:3000"),
+            ("SESSION_SECRETS", "s2:session-secret-0123456789,s1:short"),
+            ("EDGE_SHARED_SECRET", "edge-secret-0123456789"),
+            ("ADMIN_TOKEN", "admin-token-0123456789"),
+        ];
+        let err = Settings::from_lookup(lookup(&list)).expect_err("short list entry");
+        assert_eq!(err.name, "SESSION_SECRETS");
     }
 }

@@ -38,6 +38,7 @@ use edge::{fingerprint, url_parts, warmup};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
+use shared::secrets::MIN_SECRET_LEN;
 use shared::signing::{self, SignedParts, sha256_hex};
 use shared::{
     BearerTokens, ErrorCode, IdempotencyKey, KeyId, Problem, PurchaseRequest, SecretRing, Sku,
@@ -1627,11 +1628,12 @@ fn settings_from_any_environment() {
 #[test]
 fn secret_settings_take_exactly_one_form() {
     let ring_like = prop_oneof![
-        "[a-z0-9]{1,4}:[!-+--~]{1,12}(,[a-z0-9]{1,4}:[!-+--~]{1,12}){0,2}",
+        // Secrets on both sides of MIN_SECRET_LEN (16).
+        "[a-z0-9]{1,4}:[!-+--~]{10,22}(,[a-z0-9]{1,4}:[!-+--~]{10,22}){0,2}",
         "[a-z0-9:, ]{0,12}",
         any::<String>(),
     ];
-    let value = prop::option::weighted(0.5, prop_oneof![ring_like, "[!-~]{1,12}"]);
+    let value = prop::option::weighted(0.5, prop_oneof![ring_like, "[!-~]{1,22}"]);
     let input = prop::collection::vec(value, 6);
     fuzz("config.secret_forms", input, |values| {
         let pairs = [
@@ -1654,9 +1656,9 @@ fn secret_settings_take_exactly_one_form() {
         let refused = pairs.iter().find(|(list, single)| {
             let (l, s) = (get(list), get(single));
             if *list == "ADMIN_TOKENS" {
-                BearerTokens::from_config(l.as_deref(), s.as_deref(), 1).is_err()
+                BearerTokens::from_config(l.as_deref(), s.as_deref(), MIN_SECRET_LEN).is_err()
             } else {
-                SecretRing::from_config(l.as_deref(), s.as_deref(), 1).is_err()
+                SecretRing::from_config(l.as_deref(), s.as_deref(), MIN_SECRET_LEN).is_err()
             }
         });
         prop_assert_eq!(
@@ -1670,7 +1672,7 @@ fn secret_settings_take_exactly_one_form() {
             }
             // The edge signs with the first key of the list form, or `default`.
             let want = match get("EDGE_SHARED_SECRETS").filter(|v| !v.is_empty()) {
-                Some(l) => SecretRing::parse(&l, 1)
+                Some(l) => SecretRing::parse(&l, MIN_SECRET_LEN)
                     .map(|r| r.current().0.clone())
                     .map_err(|e| fail(e.to_string()))?,
                 None => KeyId::default_id(),

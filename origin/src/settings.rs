@@ -28,8 +28,8 @@ pub enum SettingsError {
     },
 }
 
-/// Shortest accepted edge secret or admin token.
-pub const MIN_SECRET_LEN: usize = 16;
+/// Shortest accepted edge secret or admin token (shared with the edge).
+pub use shared::secrets::MIN_SECRET_LEN;
 
 /// The whole origin configuration.
 #[derive(Debug, Clone)]

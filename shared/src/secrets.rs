@@ -28,6 +28,10 @@ pub const DEFAULT_KEY_ID: &str = "default";
 /// Longest key id.
 pub const MAX_KEY_ID_LEN: usize = 32;
 
+/// Shortest accepted secret or bearer token, on the origin and on the edge alike (a shorter HMAC
+/// key or token is guessable; the edge's signing key must also be one the origin accepts).
+pub const MIN_SECRET_LEN: usize = 16;
+
 /// Why a secret configuration is refused. Never contains a secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
