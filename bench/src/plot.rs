@@ -45,7 +45,6 @@ fn series(r: &SaleResult) -> (Line, Line) {
     (tput, p99)
 }
 
-/// Writes `<dir>/<label>.svg`.
 /// Writes every request of each result to `<dir>/<label>-<name>.csv`: seconds since the sale
 /// began when it was sent, its latency in milliseconds, its status (0: transport error).
 pub(crate) fn write_samples(
@@ -74,6 +73,7 @@ pub(crate) fn write_samples(
     Ok(())
 }
 
+/// Writes `<dir>/<label>.svg`.
 pub(crate) fn write(dir: &Path, label: &str, results: &[&SaleResult]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("{label}.svg"));
