@@ -12,19 +12,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use origin::pseudonym::Pseudonyms;
-use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess, database_of};
+use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess, database_of, put_sku, signed_purchase};
 use serde_json::Value;
-use shared::SecretRing;
-use shared::signing::{SignedParts, sign};
 use sqlx::PgPool;
 
 const LOG_HASH_KEY: &str = "test-log-hash-key-0123456789";
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
 
 /// One signed purchase with a request id; returns the status.
 async fn buy(
@@ -33,24 +25,8 @@ async fn buy(
     (user, key, request_id): (&str, &str, &str),
     secret: &str,
 ) -> u16 {
-    let body = r#"{"sku":"AUDIT","qty":1}"#;
-    let parts = SignedParts {
-        method: "POST",
-        path: "/v1/purchases",
-        user,
-        idempotency_key: key,
-        body: body.as_bytes(),
-    };
-    client
-        .post(format!("{base}/v1/purchases"))
-        .header("flashgate-user", user)
-        .header("idempotency-key", key)
+    signed_purchase(client, base, secret, (user, key, "AUDIT"))
         .header("flashgate-request-id", request_id)
-        .header(
-            "flashgate-signature",
-            sign(&SecretRing::single(secret), now(), &parts),
-        )
-        .body(body)
         .send()
         .await
         .expect("purchase")
@@ -80,14 +56,7 @@ async fn a_sales_logs_are_an_audit_trail_without_ids_keys_or_secrets(pool: PgPoo
     let b = OriginProcess::start_logged(&url, &urls, "audit", &env, &log).await;
 
     let client = reqwest::Client::new();
-    let res = client
-        .put(format!("{}/v1/admin/skus/AUDIT", a.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .body(r#"{"name":"audited","price_cents":100,"stock":25,"max_per_user":3}"#)
-        .send()
-        .await
-        .expect("put");
-    assert_eq!(res.status(), 200);
+    put_sku(&client, &a.base, "AUDIT", 25, 3).await;
 
     // 12 shoppers × 4 attempts over both processes: 25 created, then purchase_limit and
     // sold_out refusals; every shopper retries one key (a replay).

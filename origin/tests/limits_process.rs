@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess};
-use shared::signing::{SignedParts, sign};
+use processes::{EDGE_SECRET, OriginProcess, put_sku, signed_purchase};
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -44,12 +43,6 @@ fn open_fds(pid: u32) -> usize {
         .count()
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The value of an unlabelled metric on `/metrics`.
 async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
     let text = client
@@ -67,19 +60,6 @@ async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("{name} not exported"))
 }
 
-async fn put_sku(client: &reqwest::Client, base: &str, sku: &str, stock: i64, cap: i64) {
-    let res = client
-        .put(format!("{base}/v1/admin/skus/{sku}"))
-        .bearer_auth(ADMIN_TOKEN)
-        .body(format!(
-            r#"{{"name":"x","price_cents":1,"stock":{stock},"max_per_user":{cap}}}"#
-        ))
-        .send()
-        .await
-        .expect("put");
-    assert_eq!(res.status(), 200);
-}
-
 /// One signed purchase of one unit, retried with the same key after a 503 (as the edge and any
 /// client may: 503 is never stored): (final status, code or order id, 503s retried).
 async fn buy(
@@ -89,25 +69,9 @@ async fn buy(
     key: &str,
     sku: &str,
 ) -> (u16, String, u32) {
-    let body = format!(r#"{{"sku":"{sku}","qty":1}}"#);
-    let parts = SignedParts {
-        method: "POST",
-        path: "/v1/purchases",
-        user,
-        idempotency_key: key,
-        body: body.as_bytes(),
-    };
     let mut retried = 0;
     loop {
-        let res = client
-            .post(format!("{base}/v1/purchases"))
-            .header("flashgate-user", user)
-            .header("idempotency-key", key)
-            .header(
-                "flashgate-signature",
-                sign(&shared::SecretRing::single(EDGE_SECRET), now(), &parts),
-            )
-            .body(body.clone())
+        let res = signed_purchase(client, base, EDGE_SECRET, (user, key, sku))
             .send()
             .await
             .expect("no transport error");

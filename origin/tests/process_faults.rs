@@ -15,17 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use processes::{ADMIN_TOKEN, EDGE_SECRET, OriginProcess, PrivatePostgres};
-use shared::SecretRing;
-use shared::signing::{SignedParts, sign};
+use processes::{EDGE_SECRET, OriginProcess, PrivatePostgres, put_sku, signed_purchase};
 use sqlx::PgPool;
 use tokio::sync::Mutex;
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
 
 /// One signed purchase; `Err` on a transport error.
 async fn buy(
@@ -35,42 +27,13 @@ async fn buy(
     key: &str,
     sku: &str,
 ) -> Result<(u16, serde_json::Value), ()> {
-    let body = format!(r#"{{"sku":"{sku}","qty":1}}"#);
-    let parts = SignedParts {
-        method: "POST",
-        path: "/v1/purchases",
-        user,
-        idempotency_key: key,
-        body: body.as_bytes(),
-    };
-    let res = client
-        .post(format!("{base}/v1/purchases"))
-        .header("flashgate-user", user)
-        .header("idempotency-key", key)
-        .header(
-            "flashgate-signature",
-            sign(&SecretRing::single(EDGE_SECRET), now(), &parts),
-        )
-        .body(body)
+    let res = signed_purchase(client, base, EDGE_SECRET, (user, key, sku))
         .timeout(Duration::from_secs(10))
         .send()
         .await
         .map_err(|_| ())?;
     let status = res.status().as_u16();
     Ok((status, res.json().await.unwrap_or(serde_json::Value::Null)))
-}
-
-async fn put_sku(base: &str, sku: &str, stock: i64) {
-    let res = reqwest::Client::new()
-        .put(format!("{base}/v1/admin/skus/{sku}"))
-        .bearer_auth(ADMIN_TOKEN)
-        .body(format!(
-            r#"{{"name":"x","price_cents":1,"stock":{stock},"max_per_user":100000}}"#
-        ))
-        .send()
-        .await
-        .expect("put");
-    assert_eq!(res.status(), 200);
 }
 
 #[derive(Default, Debug)]
@@ -132,7 +95,14 @@ async fn postgres_crash_mid_sale_gives_503s_then_recovers_with_no_lost_or_phanto
         true,
     )
     .await;
-    put_sku(&origin.base, "PG", 1_000_000).await;
+    put_sku(
+        &reqwest::Client::new(),
+        &origin.base,
+        "PG",
+        1_000_000,
+        100_000,
+    )
+    .await;
 
     let tally = Arc::new(Mutex::new(Tally::default()));
     let client = reqwest::Client::new();
@@ -220,7 +190,7 @@ async fn an_origin_killed_mid_sale_loses_nothing_when_clients_retry_through_the_
     let env = [("RUN_MIGRATIONS", "false"), ("REQUEST_DEADLINE_MS", "5000")];
     let a = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
     let b = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
-    put_sku(&a.base, "KILL", 1_000_000).await;
+    put_sku(&reqwest::Client::new(), &a.base, "KILL", 1_000_000, 100_000).await;
 
     let tally = Arc::new(Mutex::new(Tally::default()));
     let client = reqwest::Client::new();
@@ -301,7 +271,7 @@ async fn an_origin_paused_past_its_lease_commits_nothing_stale(pool: PgPool) {
     ];
     let a = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
     let b = OriginProcess::start(&url, &urls, &prefix, &env, true).await;
-    put_sku(&a.base, "PAUSE", 10).await;
+    put_sku(&reqwest::Client::new(), &a.base, "PAUSE", 10, 100_000).await;
 
     // Hold the SKU row so A's batch transaction waits inside the database, lease in hand.
     let mut blocker = pool.begin().await.expect("tx");

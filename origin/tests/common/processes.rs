@@ -31,6 +31,58 @@ pub(crate) async fn database_of(pool: &sqlx::PgPool) -> (String, String) {
     (db, url)
 }
 
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A purchase of one unit of `sku`, signed with `secret` as the edge signs it (v2, key id
+/// `default`), ready to send (add headers, a timeout, …).
+pub(crate) fn signed_purchase(
+    client: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    (user, key, sku): (&str, &str, &str),
+) -> reqwest::RequestBuilder {
+    let body = format!(r#"{{"sku":"{sku}","qty":1}}"#);
+    let parts = shared::signing::SignedParts {
+        method: "POST",
+        path: "/v1/purchases",
+        user,
+        idempotency_key: key,
+        body: body.as_bytes(),
+    };
+    let signature = shared::signing::sign(&shared::SecretRing::single(secret), now_unix(), &parts);
+    client
+        .post(format!("{base}/v1/purchases"))
+        .header("flashgate-user", user)
+        .header("idempotency-key", key)
+        .header("flashgate-signature", signature)
+        .body(body)
+}
+
+/// Creates (or replaces) `sku` through the admin API: `stock` units, at most `max_per_user` per
+/// user. Panics unless the origin answers 200.
+pub(crate) async fn put_sku(
+    client: &reqwest::Client,
+    base: &str,
+    sku: &str,
+    stock: i64,
+    max_per_user: i64,
+) {
+    let res = client
+        .put(format!("{base}/v1/admin/skus/{sku}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .body(format!(
+            r#"{{"name":"x","price_cents":1,"stock":{stock},"max_per_user":{max_per_user}}}"#
+        ))
+        .send()
+        .await
+        .expect("put sku");
+    assert_eq!(res.status(), 200, "put {sku}");
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
