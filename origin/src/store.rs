@@ -301,8 +301,15 @@ enum Prior {
 
 impl PriorRow {
     fn into_entry(self) -> ((String, String), Prior) {
-        let r = self;
-        let prior = match (r.sku, r.qty, r.status, r.body) {
+        let Self {
+            user_id,
+            idempotency_key,
+            sku,
+            qty,
+            status,
+            body,
+        } = self;
+        let prior = match (sku, qty, status, body) {
             (Some(sku), Some(qty), Some(status), Some(body)) => Prior::Answered {
                 sku,
                 qty,
@@ -313,7 +320,7 @@ impl PriorRow {
             },
             _ => Prior::Spent,
         };
-        ((r.user_id, r.idempotency_key), prior)
+        ((user_id, idempotency_key), prior)
     }
 }
 
