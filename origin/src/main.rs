@@ -55,10 +55,13 @@ async fn reconcile() -> ExitCode {
         eprintln!("DATABASE_URL is required");
         return ExitCode::from(2);
     };
-    let hours: u64 = std::env::var("IDEMPOTENCY_RETENTION_HOURS")
-        .ok()
-        .and_then(|h| h.parse().ok())
-        .unwrap_or(24);
+    let retention = match origin::settings::idempotency_retention(|name| std::env::var(name).ok()) {
+        Ok(retention) => retention,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let tls = match origin::settings::DatabaseTlsSettings::from_lookup(
         |name| std::env::var(name).ok(),
         &url,
@@ -77,7 +80,7 @@ async fn reconcile() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match origin::reconcile::reconcile(&pool, Duration::from_secs(hours * 3600)).await {
+    match origin::reconcile::reconcile(&pool, retention).await {
         Ok(found) if found.is_empty() => {
             println!("reconciliation: ok");
             ExitCode::SUCCESS

@@ -67,6 +67,9 @@ pub struct Metrics {
     pub shed: Counter,
     /// `origin_stale_fence_total`: batches refused by the database fence (a stale lock holder).
     pub stale_fence: Counter,
+    /// `origin_batch_conflicts_total`: batch transactions rolled back by a conflicting concurrent
+    /// transaction (the same (user, key) written elsewhere, a deadlock) and retried.
+    pub batch_conflicts: Counter,
     /// `origin_lease_expired_batches_total`: batches rolled back because the lease could have
     /// expired before their commit (a paused or slow holder).
     pub lease_expired: Counter,
@@ -107,6 +110,7 @@ impl Metrics {
             stale_fence: Counter::default(),
             reconcile_discrepancies: Gauge::default(),
             lease_expired: Counter::default(),
+            batch_conflicts: Counter::default(),
             combiners: Gauge::default(),
             in_flight: Gauge::default(),
             http_connections: Gauge::default(),
@@ -188,6 +192,11 @@ impl Metrics {
             "origin_lease_expired_batches",
             "Purchase batches rolled back because the lease could have expired before commit",
             metrics.lease_expired.clone(),
+        );
+        r.register(
+            "origin_batch_conflicts",
+            "Purchase batches rolled back by a conflicting concurrent transaction and retried",
+            metrics.batch_conflicts.clone(),
         );
         r.register(
             "origin_reconcile_discrepancies",

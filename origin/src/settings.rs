@@ -374,16 +374,7 @@ impl Settings {
                 reason: "must be at most one hour".into(),
             });
         }
-        let retention_hours: u64 = num(
-            "IDEMPOTENCY_RETENTION_HOURS",
-            parsed("IDEMPOTENCY_RETENTION_HOURS", "24")?,
-        )?;
-        if retention_hours < 24 {
-            return Err(SettingsError::Invalid {
-                name: "IDEMPOTENCY_RETENTION_HOURS",
-                reason: "must be at least 24".into(),
-            });
-        }
+        let idempotency_retention = idempotency_retention(&get)?;
         let boolean = |name: &'static str, default: &str| -> Result<bool, SettingsError> {
             match parsed(name, default)?.to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" => Ok(true),
@@ -475,7 +466,7 @@ impl Settings {
             )?
             .max(1),
             db_acquire_timeout: millis("DB_ACQUIRE_TIMEOUT_MS", "2000")?,
-            idempotency_retention: Duration::from_secs(retention_hours * 3600),
+            idempotency_retention,
             reconcile_interval: Duration::from_secs(num(
                 "RECONCILE_INTERVAL_SECS",
                 parsed("RECONCILE_INTERVAL_SECS", "60")?,
@@ -494,6 +485,26 @@ impl Settings {
             http,
         })
     }
+}
+
+/// `IDEMPOTENCY_RETENTION_HOURS` (default 24, at least 24) read through `get`: the one parse of
+/// it, used by [`Settings::from_lookup`] and by `origin reconcile` (which needs no other setting).
+pub fn idempotency_retention(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Duration, SettingsError> {
+    const NAME: &str = "IDEMPOTENCY_RETENTION_HOURS";
+    let invalid = |reason: String| SettingsError::Invalid { name: NAME, reason };
+    let hours: u64 = match get(NAME).filter(|v| !v.is_empty()) {
+        None => 24,
+        Some(raw) => raw.trim().parse().map_err(|e| invalid(format!("{e}")))?,
+    };
+    if hours < 24 {
+        return Err(invalid("must be at least 24".into()));
+    }
+    hours
+        .checked_mul(3600)
+        .map(Duration::from_secs)
+        .ok_or_else(|| invalid("too large".into()))
 }
 
 /// Redis TLS rules: a client certificate comes with its key; once TLS is configured (a TLS file
@@ -697,6 +708,33 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn idempotency_retention_is_parsed_in_one_place_and_checked() {
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(with(&[]).expect("default").idempotency_retention, day);
+        let two_days = idempotency_retention(env(&[("IDEMPOTENCY_RETENTION_HOURS", " 48 ")]));
+        assert_eq!(two_days.expect("48 h"), 2 * day);
+        for bad in ["12", "0", "-1", "a day", "18446744073709551615"] {
+            let err =
+                idempotency_retention(env(&[("IDEMPOTENCY_RETENTION_HOURS", bad)])).expect_err(bad);
+            assert!(
+                matches!(
+                    err,
+                    SettingsError::Invalid {
+                        name: "IDEMPOTENCY_RETENTION_HOURS",
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
+            );
+            let err = with(&[("IDEMPOTENCY_RETENTION_HOURS", bad)]).expect_err(bad);
+            assert!(
+                err.to_string().contains("IDEMPOTENCY_RETENTION_HOURS"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! stock decrement, and commits. Two origins racing, or a holder whose Redlock lease was lost,
 //! still cannot oversell: the row lock serializes them, `CHECK (stock >= 0)` refuses the
 //! impossible, and the fencing token refuses a stale lock holder's batch.
+//!
+//! One attempt never fails its batch: a key whose order exists but whose stored answer was purged
+//! is decided ([`Decision::KeySpent`]) before the write, and a row of the same (user, key) that
+//! another transaction (another SKU's batch, another process) commits meanwhile makes the write
+//! fail with [`StoreError::Conflict`] — nothing committed, and the retry decides that attempt from
+//! the committed row while the others commit.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -48,6 +54,9 @@ pub enum Decision {
     Replay(StoredAnswer),
     /// The key was used before with a different request (422).
     KeyReused,
+    /// The key bought an order whose stored answer has been purged (older than
+    /// `IDEMPOTENCY_RETENTION_HOURS`): the key is spent, 422 whatever the request, nothing stored.
+    KeySpent,
 }
 
 /// What a fresh decision was.
@@ -84,8 +93,10 @@ pub enum StoreError {
     /// The database cannot be had (connection, pool timeout, shutdown...): answer 503.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
-    /// A concurrent transaction wrote the same idempotency key, or the database chose this
-    /// transaction as a deadlock / serialization victim. Nothing was committed; retry.
+    /// A concurrent transaction committed a row of the same (user, idempotency key) — a unique
+    /// violation of [`PER_ATTEMPT_UNIQUE`] or a stored answer skipped by `ON CONFLICT` — or the
+    /// database chose this transaction as a deadlock / serialization victim. Nothing was
+    /// committed; a retry sees the committed row and decides that attempt from it.
     #[error("conflicting concurrent transaction; retry")]
     Conflict,
     /// The SKU row carries a newer fencing token: this batch comes from a stale lock holder.
@@ -99,6 +110,16 @@ pub enum StoreError {
     Unexpected(#[source] sqlx::Error),
 }
 
+/// The unique constraints the batch's write can hit because ANOTHER transaction wrote the same
+/// row first (a batch of another SKU, under another lock, with the same (user, key); or, for the
+/// random order id, a collision): a per-attempt conflict, retryable, never a bug. SQLSTATE 23505
+/// on any other constraint stays [`StoreError::Unexpected`], so a real bug is not retried.
+pub const PER_ATTEMPT_UNIQUE: [&str; 3] = [
+    "orders_user_key_unique",
+    "orders_pkey",
+    "idempotency_records_pkey",
+];
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         use sqlx::Error as E;
@@ -111,6 +132,13 @@ impl From<sqlx::Error> for StoreError {
             | E::Protocol(_) => Self::Unavailable(e),
             E::Database(db) => match db.code().as_deref() {
                 Some("40001" | "40P01") => Self::Conflict,
+                Some("23505")
+                    if db
+                        .constraint()
+                        .is_some_and(|c| PER_ATTEMPT_UNIQUE.contains(&c)) =>
+                {
+                    Self::Conflict
+                }
                 // 08: connection exception, 53: insufficient resources, 57: operator intervention.
                 Some(c) if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
                     Self::Unavailable(e)
@@ -247,14 +275,53 @@ struct LockedSku {
     fence: i64,
 }
 
+/// What the database already knows of a (user, key) pair of the batch: its stored answer, or
+/// only its order (the answer was purged). Pairs it knows nothing of have no row.
 #[derive(sqlx::FromRow)]
-struct RecordRow {
+struct PriorRow {
     user_id: String,
     idempotency_key: String,
-    sku: String,
-    qty: i32,
-    status: i16,
-    body: String,
+    sku: Option<String>,
+    qty: Option<i32>,
+    status: Option<i16>,
+    body: Option<String>,
+}
+
+/// A (user, key) pair decided before this attempt.
+enum Prior {
+    /// Its stored answer, and the request it answered.
+    Answered {
+        sku: String,
+        qty: i32,
+        answer: StoredAnswer,
+    },
+    /// An order exists, its stored answer was purged.
+    Spent,
+}
+
+impl PriorRow {
+    fn into_entry(self) -> ((String, String), Prior) {
+        let Self {
+            user_id,
+            idempotency_key,
+            sku,
+            qty,
+            status,
+            body,
+        } = self;
+        let prior = match (sku, qty, status, body) {
+            (Some(sku), Some(qty), Some(status), Some(body)) => Prior::Answered {
+                sku,
+                qty,
+                answer: StoredAnswer {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                },
+            },
+            _ => Prior::Spent,
+        };
+        ((user_id, idempotency_key), prior)
+    }
 }
 
 /// A new order and stored outcome, written at the end of the batch.
@@ -307,31 +374,29 @@ pub async fn decide_batch(
         }
     }
 
-    // Stored outcomes of these (user, key) pairs.
+    // What is known of these (user, key) pairs: the stored answer, or — when it was purged after
+    // the retention — the order itself (`orders_user_key_unique` is permanent). Both by their
+    // unique indexes, in this transaction: a pair whose order exists never reaches the write
+    // below, where it would violate the constraint and roll back the whole batch.
     let users: Vec<&str> = attempts.iter().map(|a| a.user.as_str()).collect();
     let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
-    let stored: Vec<RecordRow> = sqlx::query_as(
-        "SELECT r.user_id, r.idempotency_key, r.sku, r.qty, r.status, r.body
-         FROM idempotency_records r
-         JOIN UNNEST($1::text[], $2::text[]) AS b(user_id, idempotency_key)
-           ON r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key",
+    let prior: Vec<PriorRow> = sqlx::query_as(
+        "SELECT b.user_id, b.idempotency_key, r.sku, r.qty, r.status, r.body
+         FROM UNNEST($1::text[], $2::text[]) AS b(user_id, idempotency_key)
+         LEFT JOIN idempotency_records r
+           ON r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key
+         WHERE r.user_id IS NOT NULL
+            OR EXISTS (SELECT 1 FROM orders o
+                       WHERE o.user_id = b.user_id AND o.idempotency_key = b.idempotency_key)",
     )
     .bind(&users)
     .bind(&keys)
     .fetch_all(&mut *tx)
     .await?;
-    // (user, key) -> (sku, qty, answer), grown with this batch's own decisions so duplicates
-    // inside the batch are decided once.
-    let mut known: HashMap<(String, String), (String, i32, StoredAnswer)> = stored
-        .into_iter()
-        .map(|r| {
-            let answer = StoredAnswer {
-                status: u16::try_from(r.status).unwrap_or(500),
-                body: r.body,
-            };
-            ((r.user_id, r.idempotency_key), (r.sku, r.qty, answer))
-        })
-        .collect();
+    // (user, key) -> what decided it, grown with this batch's own decisions so duplicates inside
+    // the batch are decided once.
+    let mut known: HashMap<(String, String), Prior> =
+        prior.into_iter().map(PriorRow::into_entry).collect();
 
     // Units each user already bought of this SKU (all generations): the `user_units` counter,
     // bumped by the write statement below in this same transaction.
@@ -358,14 +423,25 @@ pub async fn decide_batch(
             attempt.user.as_str().to_owned(),
             attempt.key.as_str().to_owned(),
         );
-        if let Some((stored_sku, stored_qty, answer)) = known.get(&id) {
-            let same = stored_sku == attempt.request.sku.as_str() && *stored_qty == qty;
-            decisions.push(if same {
-                Decision::Replay(answer.clone())
-            } else {
-                Decision::KeyReused
-            });
-            continue;
+        match known.get(&id) {
+            Some(Prior::Answered {
+                sku: stored_sku,
+                qty: stored_qty,
+                answer,
+            }) => {
+                let same = stored_sku == attempt.request.sku.as_str() && *stored_qty == qty;
+                decisions.push(if same {
+                    Decision::Replay(answer.clone())
+                } else {
+                    Decision::KeyReused
+                });
+                continue;
+            }
+            Some(Prior::Spent) => {
+                decisions.push(Decision::KeySpent);
+                continue;
+            }
+            None => {}
         }
         let (answer, outcome, order_id) = match &locked {
             None => {
@@ -424,7 +500,14 @@ pub async fn decide_batch(
             body: answer.body.clone(),
             order_id,
         });
-        known.insert(id, (sku.to_string(), qty, answer.clone()));
+        known.insert(
+            id,
+            Prior::Answered {
+                sku: sku.to_string(),
+                qty,
+                answer: answer.clone(),
+            },
+        );
         decisions.push(Decision::Fresh { answer, outcome });
     }
 
@@ -474,7 +557,8 @@ pub async fn decide_batch(
     .fetch_one(&mut *tx)
     .await?;
     if usize::try_from(stored).ok() != Some(new_records.len()) {
-        // Another transaction stored one of these keys meanwhile (same key, other SKU).
+        // Another transaction stored one of these keys meanwhile (same key, other SKU) and has
+        // committed (`ON CONFLICT` waits for it): the retry sees its answer.
         return Err(StoreError::Conflict);
     }
     if commit_by.is_some_and(|by| Instant::now() >= by) {

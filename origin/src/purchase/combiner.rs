@@ -13,7 +13,7 @@
 //! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
 //! row checks — a stale holder's batch commits nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,9 @@ const POLL_MAX: u64 = 4;
 const UNREACHABLE_PAUSE_MS: std::ops::RangeInclusive<u64> = 5..=20;
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
 const COMMIT_MARGIN: Duration = Duration::from_millis(20);
-/// Retries of a batch that lost a race on an idempotency key (nothing was committed).
+/// Retries of a batch rolled back by a conflict that need not settle anything (a deadlock or
+/// serialization victim), on top of the one retry per (user, key) pair a batch is allowed for
+/// per-attempt conflicts (see [`Worker::batch`]). Nothing is committed by a conflicting batch.
 const MAX_CONFLICT_RETRIES: u32 = 3;
 
 /// The batch transaction that decided an attempt: its id (also in the batch's audit event) and
@@ -180,6 +182,9 @@ impl Context {
         .await;
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.db_transaction.observe(seconds);
+        if let Err(StoreError::Conflict) = result {
+            self.metrics.batch_conflicts.inc();
+        }
         audit_batch(sku, batch, attempts.len(), &result, seconds);
         if let Ok(res) = &result {
             self.metrics.batch_size.observe(attempts.len() as f64);
@@ -399,6 +404,29 @@ impl Worker {
         let n = self.pending.len().min(self.ctx.settings.batch_max);
         let batch: Vec<Job> = self.pending.drain(..n).collect();
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
+        // How often a conflict may roll this batch back before it is answered 503. A conflict
+        // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch
+        // of another SKU, another process — has COMMITTED an order or stored answer of the same
+        // (user, key) (Postgres raises the unique violation, and `ON CONFLICT DO NOTHING` skips
+        // the row, only once the other transaction has committed). The retry reads that row and
+        // decides the offender from it (422, or its replay) while the others commit: each such
+        // retry settles at least one pair for good. A fixed count would let a handful of hostile
+        // keys, each raced through another SKU at the right moment, exhaust it and answer every
+        // innocent shopper of the batch 503; an unbounded loop would spin on a conflict that does
+        // not settle. So the bound is per offender — one retry per distinct (user, key) of the
+        // batch, which a per-attempt conflict can never exhaust — plus MAX_CONFLICT_RETRIES for
+        // deadlock / serialization victims. Time stays bounded by the lease: `decide` refuses to
+        // start without `commit_budget` left, and the jobs then go back to the queue, where their
+        // deadlines apply.
+        let max_conflicts = {
+            let pairs: HashSet<(&str, &str)> = attempts
+                .iter()
+                .map(|a| (a.user.as_str(), a.key.as_str()))
+                .collect();
+            u32::try_from(pairs.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(MAX_CONFLICT_RETRIES)
+        };
         let mut conflicts = 0;
         loop {
             let batch_ref = BatchRef {
@@ -421,7 +449,7 @@ impl Worker {
                     }
                     return BatchStep::Done { sold_out };
                 }
-                Err(StoreError::Conflict) if conflicts < MAX_CONFLICT_RETRIES => conflicts += 1,
+                Err(StoreError::Conflict) if conflicts < max_conflicts => conflicts += 1,
                 Err(e @ (StoreError::StaleFence { .. } | StoreError::LeaseExpired)) => {
                     if matches!(e, StoreError::StaleFence { .. }) {
                         self.ctx.metrics.stale_fence.inc();
@@ -579,6 +607,9 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
         }
     }
     let attempts = [attempt];
+    // A per-attempt conflict settles this (only) attempt: the retry reads the other
+    // transaction's committed row. The remaining retries are for deadlock victims and for a
+    // lease that was lost or too short.
     let mut conflicts = 0;
     loop {
         let lease = match ctx.acquire_until(&sku, deadline).await {

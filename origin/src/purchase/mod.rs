@@ -134,6 +134,10 @@ impl PurchaseService {
             }
             JobResult::Decided(Decision::Replay(answer), batch) => Ok(sent(answer, true, batch)),
             JobResult::Decided(Decision::KeyReused, _) => Err(key_reused()),
+            JobResult::Decided(Decision::KeySpent, _) => Err(ApiError::new(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key already bought an order whose stored answer has expired; use a new key for a new purchase",
+            )),
             JobResult::SoldOutFastPath(body) => Ok(PurchaseAnswer {
                 status: 409,
                 body,

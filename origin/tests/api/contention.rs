@@ -34,6 +34,7 @@ fn status(d: &Decision) -> String {
         } => code.as_str().into(),
         Decision::Replay(a) => format!("replay {}", a.status),
         Decision::KeyReused => "reused".into(),
+        Decision::KeySpent => "spent".into(),
     }
 }
 
@@ -154,7 +155,10 @@ async fn a_commit_past_the_lease_deadline_rolls_back(pool: PgPool) {
 
 /// Locks `sku`'s row in a transaction of the test's own, so every batch for it blocks until the
 /// returned transaction is rolled back: the way to make attempts queue up behind a holder.
-async fn hold_sku_row(pool: &PgPool, sku: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+pub(crate) async fn hold_sku_row(
+    pool: &PgPool,
+    sku: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut tx = pool.begin().await.expect("tx");
     sqlx::query("SELECT 1 FROM skus WHERE sku = $1 FOR UPDATE")
         .bind(sku)

@@ -7,6 +7,7 @@ mod concurrency;
 mod contention;
 mod faults;
 mod helpers;
+mod hostile;
 mod limits;
 #[path = "../common/processes.rs"]
 mod processes;

@@ -99,3 +99,27 @@ async fn the_server_exports_discrepancies_for_alerting(pool: PgPool) {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn reconcile_refuses_an_invalid_retention_instead_of_assuming_24_hours(pool: PgPool) {
+    // The retention decides which orders must still have their stored answer: a value the server
+    // would refuse must not be silently replaced by 24 h here.
+    let (_, url) = crate::processes::database_of(&pool).await;
+    for bad in ["12", "a day", "-1"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_origin"))
+            .arg("reconcile")
+            .env("DATABASE_URL", url.clone())
+            .env("IDEMPOTENCY_RETENTION_HOURS", bad)
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("run origin reconcile");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains("IDEMPOTENCY_RETENTION_HOURS"),
+            "{bad:?}: {stderr}"
+        );
+    }
+    let (code, out) = run_reconcile(&pool).await;
+    assert_eq!((code, out.trim()), (0, "reconciliation: ok"));
+}
