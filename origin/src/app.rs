@@ -124,6 +124,11 @@ impl Application {
                 admin_tokens: settings.admin_tokens.clone(),
             }),
             pseudonyms,
+            reads: routes::reads::ReadGate::new(
+                settings.db_read_max_connections,
+                settings.db_acquire_timeout,
+            ),
+            readiness: Arc::default(),
         };
         Ok(Self {
             listener,

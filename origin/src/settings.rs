@@ -64,6 +64,10 @@ pub struct Settings {
     pub db_max_connections: u32,
     /// `DB_ACQUIRE_TIMEOUT_MS` (default 2000): waiting longer for a connection answers 503.
     pub db_acquire_timeout: Duration,
+    /// `DB_READ_MAX_CONNECTIONS` (default a quarter of `DB_MAX_CONNECTIONS`, at least 1; below
+    /// it): how many pool connections public reads (`GET /v1/skus/{sku}`) may hold at once; the
+    /// rest stay for purchases and the admin API.
+    pub db_read_max_connections: u32,
     /// `IDEMPOTENCY_RETENTION_HOURS` (default 24, minimum 24): how long stored outcomes replay.
     pub idempotency_retention: Duration,
     /// `RECONCILE_INTERVAL_SECS` (default 60, 0 = off): how often the server reconciles.
@@ -446,6 +450,23 @@ impl Settings {
                 reason: "must be below LOCK_TTL_MS".into(),
             });
         }
+        let db_max_connections =
+            num::<u32>("DB_MAX_CONNECTIONS", parsed("DB_MAX_CONNECTIONS", "16")?)?.max(1);
+        let db_read_max_connections = num::<u32>(
+            "DB_READ_MAX_CONNECTIONS",
+            parsed(
+                "DB_READ_MAX_CONNECTIONS",
+                &(db_max_connections / 4).max(1).to_string(),
+            )?,
+        )?;
+        if db_read_max_connections == 0
+            || (db_max_connections > 1 && db_read_max_connections >= db_max_connections)
+        {
+            return Err(SettingsError::Invalid {
+                name: "DB_READ_MAX_CONNECTIONS",
+                reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
+            });
+        }
         let database_url = required("DATABASE_URL")?;
         let database_tls = DatabaseTlsSettings::from_lookup(&get, &database_url)?;
         Ok(Self {
@@ -460,12 +481,9 @@ impl Settings {
             admin_tokens,
             redis_key_prefix: parsed("REDIS_KEY_PREFIX", "flashgate")?,
             run_migrations,
-            db_max_connections: num::<u32>(
-                "DB_MAX_CONNECTIONS",
-                parsed("DB_MAX_CONNECTIONS", "16")?,
-            )?
-            .max(1),
+            db_max_connections,
             db_acquire_timeout: millis("DB_ACQUIRE_TIMEOUT_MS", "2000")?,
+            db_read_max_connections,
             idempotency_retention,
             reconcile_interval: Duration::from_secs(num(
                 "RECONCILE_INTERVAL_SECS",
@@ -594,6 +612,22 @@ mod tests {
         assert!(err.to_string().contains("HTTP_MAX_HEADER_BYTES"), "{err}");
         let s = with("HTTP_MAX_CONNECTIONS", "0").expect("clamped");
         assert_eq!(s.http.max_connections, 1);
+    }
+
+    #[test]
+    fn public_reads_get_a_share_of_the_database_pool() {
+        let s = with(&[]).expect("defaults");
+        assert_eq!((s.db_max_connections, s.db_read_max_connections), (16, 4));
+        let s = with(&[("DB_MAX_CONNECTIONS", "2")]).expect("small pool");
+        assert_eq!(s.db_read_max_connections, 1);
+        let s = with(&[("DB_MAX_CONNECTIONS", "1")]).expect("one connection");
+        assert_eq!(s.db_read_max_connections, 1);
+        let s = with(&[("DB_READ_MAX_CONNECTIONS", "15")]).expect("below the pool");
+        assert_eq!(s.db_read_max_connections, 15);
+        for bad in ["0", "16", "17", "x"] {
+            let err = with(&[("DB_READ_MAX_CONNECTIONS", bad)]).expect_err(bad);
+            assert!(err.to_string().contains("DB_READ_MAX_CONNECTIONS"), "{err}");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Resource bounds of the real `origin` binary, measured from outside: resident memory (VmRSS
 //! in `/proc/<pid>/status`), open file descriptors (`/proc/<pid>/fd`) and the sizes of its
 //! in-memory tables (`/metrics`), under 10,000 distinct SKUs, users and idempotency keys, and
-//! under a thousand connections beyond the connection cap.
+//! under a thousand connections beyond the connection cap. And what hostile floods cannot take
+//! from a running sale: 4,096 silent sockets (its connections), hundreds of concurrent public
+//! reads (its database connections).
 //!
 //! Invariants checked after the sale phases: no oversell, every 201 has exactly one order row,
 //! no user above the cap, stock + sold == initial.
@@ -10,7 +12,8 @@
 mod processes;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -407,4 +410,365 @@ async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
         "{new_client_wait:?}"
     );
     assert!(open <= 64.0, "{open} connections open");
+}
+
+/// Raises this process's soft open-files limit to at least `want` (children inherit it), up to
+/// the hard limit; panics with a clear message if the hard limit is lower.
+fn raise_fd_limit(want: u64) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current.is_none_or(|cur| cur >= want) {
+        return;
+    }
+    assert!(
+        lim.maximum.is_none_or(|max| max >= want),
+        "this test needs {want} open files; the hard limit is {:?} (raise `ulimit -Hn`)",
+        lim.maximum
+    );
+    lim.current = Some(want);
+    setrlimit(Resource::Nofile, lim).expect("raise the open-files limit");
+}
+
+/// The value of a labelled counter on `/metrics` (0 if not exported yet).
+async fn labelled(client: &reqwest::Client, base: &str, series: &str) -> f64 {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// One purchase attempt, never retried: its status (0 for a transport error or timeout) and
+/// how long it took.
+async fn attempt(
+    client: &reqwest::Client,
+    base: &str,
+    (user, key, sku): (&str, &str, &str),
+) -> (u16, Duration) {
+    let started = Instant::now();
+    let status = match signed_purchase(client, base, EDGE_SECRET, (user, key, sku))
+        .send()
+        .await
+    {
+        Ok(res) => {
+            let status = res.status().as_u16();
+            if status == 503 {
+                assert!(
+                    res.headers().contains_key("retry-after"),
+                    "503 carries Retry-After"
+                );
+            }
+            let _ = res.bytes().await;
+            status
+        }
+        Err(e) => {
+            static SHOWN: AtomicUsize = AtomicUsize::new(0);
+            if SHOWN.fetch_add(1, Ordering::Relaxed) < 3 {
+                eprintln!("purchase transport error: {e:?}");
+            }
+            0
+        }
+    };
+    (status, started.elapsed())
+}
+
+/// Latency percentile `p` (0..=100) of `sorted`.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// Runs `n` one-unit purchases of `sku` by distinct users, `parallel` at a time, on `client`'s
+/// keep-alive connections: answers counted by status ("0" = transport error or timeout), and
+/// the sorted latencies.
+async fn sale(
+    client: &reqwest::Client,
+    base: &str,
+    sku: &str,
+    tag: &str,
+    n: usize,
+    parallel: usize,
+) -> (BTreeMap<u16, usize>, Vec<Duration>) {
+    let answers: Vec<(u16, Duration)> = futures::stream::iter(0..n)
+        .map(|i| async move {
+            let (user, key) = (format!("{tag}-u{i}"), format!("{tag}-k{i}"));
+            attempt(client, base, (&user, &key, sku)).await
+        })
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    let mut counts = BTreeMap::new();
+    let mut latencies = Vec::with_capacity(n);
+    for (status, took) in answers {
+        *counts.entry(status).or_insert(0) += 1;
+        latencies.push(took);
+    }
+    latencies.sort();
+    (counts, latencies)
+}
+
+/// One hostile socket, again and again until `stop`: connect, then say nothing (or, if
+/// `trickle`, one byte of a head per second) until the server closes it, then reconnect.
+async fn hostile_socket(
+    addr: String,
+    trickle: bool,
+    stop: Arc<AtomicBool>,
+    connected: Arc<AtomicUsize>,
+    closed_by_server: Arc<AtomicUsize>,
+) {
+    let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut first = true;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr)).await
+        else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        if first {
+            connected.fetch_add(1, Ordering::Relaxed);
+            first = false;
+        }
+        let mut sent = 0;
+        let mut byte = [0u8; 1];
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_secs(1), s.read(&mut byte)).await {
+                Err(_) => {} // still open
+                Ok(Ok(0) | Err(_)) => {
+                    closed_by_server.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Ok(Ok(_)) => {} // an answer: it never sends a whole head, so none comes
+            }
+            if trickle && sent < head.len() {
+                if s.write_all(&head[sent..=sent]).await.is_err() {
+                    closed_by_server.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                sent += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn four_thousand_silent_sockets_cannot_push_a_running_sale_out(pool: PgPool) {
+    const SILENT: usize = 4096;
+    const SALE: usize = 3000;
+    const SALE_PARALLEL: usize = 32;
+    raise_fd_limit(2 * SILENT as u64 + 2048);
+    let (db, url) = processes::database_of(&pool).await;
+    // The default connection cap (4,096) and header timeout (10 s).
+    let origin = OriginProcess::start(
+        &url,
+        "redis://127.0.0.1:6379",
+        &format!("test:{db}"),
+        &[
+            ("RUN_MIGRATIONS", "false"),
+            ("RECONCILE_INTERVAL_SECS", "0"),
+        ],
+        true,
+    )
+    .await;
+    let base = origin.base.clone();
+    let addr = base.trim_start_matches("http://").to_owned();
+    // The sale's clients on keep-alive connections, as the edge's connection pool keeps them.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(SALE_PARALLEL)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    put_sku(&client, &base, "CALM", 1_000_000, 1000).await;
+    let (warm, _) = sale(&client, &base, "CALM", "warm", 200, SALE_PARALLEL).await;
+    assert_eq!(warm, BTreeMap::from([(201, 200)]), "warm-up");
+    let (quiet, quiet_lat) = sale(&client, &base, "CALM", "quiet", SALE, SALE_PARALLEL).await;
+
+    // The flood: 4,096 sockets from one peer, half silent, half trickling a head; each reconnects
+    // when the server closes it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let closed_by_server = Arc::new(AtomicUsize::new(0));
+    let flood: Vec<_> = (0..SILENT)
+        .map(|i| {
+            tokio::spawn(hostile_socket(
+                addr.clone(),
+                i % 2 == 1,
+                stop.clone(),
+                connected.clone(),
+                closed_by_server.clone(),
+            ))
+        })
+        .collect();
+    let started = Instant::now();
+    while connected.load(Ordering::Relaxed) < SILENT && started.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let flood_up = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The sale goes on meanwhile.
+    let (loud, loud_lat) = sale(&client, &base, "CALM", "loud", SALE, SALE_PARALLEL).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in flood {
+        t.abort();
+    }
+    let evicted = labelled(
+        &client,
+        &base,
+        r#"origin_http_connections_closed_total{reason="evicted"}"#,
+    )
+    .await;
+    let reclaimed = labelled(
+        &client,
+        &base,
+        r#"origin_http_connections_closed_total{reason="reclaimed"}"#,
+    )
+    .await;
+    let show = |counts: &BTreeMap<u16, usize>, lat: &[Duration]| {
+        format!(
+            "{counts:?}, p50 {:.1?}, p99 {:.1?}, max {:.1?}",
+            percentile(lat, 50),
+            percentile(lat, 99),
+            lat.last().copied().unwrap_or_default()
+        )
+    };
+    eprintln!(
+        "limits_process: {SALE} purchases ({SALE_PARALLEL} at a time, keep-alive) without a flood: \
+         {}; with {SILENT} silent/trickling sockets ({} connected in {flood_up:.1?}, {} closed by \
+         the server): {}; connections evicted {evicted}, reclaimed {reclaimed}",
+        show(&quiet, &quiet_lat),
+        connected.load(Ordering::Relaxed),
+        closed_by_server.load(Ordering::Relaxed),
+        show(&loud, &loud_lat),
+    );
+    assert_eq!(quiet, BTreeMap::from([(201, SALE)]), "without the flood");
+    assert_eq!(
+        loud,
+        BTreeMap::from([(201, SALE)]),
+        "with the flood: every purchase 201 (0 = transport error: connection closed or timed out)"
+    );
+    let slowest = loud_lat.last().copied().unwrap_or_default();
+    assert!(
+        slowest < Duration::from_secs(5),
+        "a purchase took {slowest:?} during the flood (the header timeout is 10 s)"
+    );
+    assert_eq!(
+        reclaimed, 0.0,
+        "no connection that completed a request was closed to make room"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_flood_of_public_reads_cannot_take_the_purchases_database_connections(pool: PgPool) {
+    const READERS: usize = 300;
+    const SALE: usize = 2000;
+    let (db, url) = processes::database_of(&pool).await;
+    let origin = OriginProcess::start(
+        &url,
+        "redis://127.0.0.1:6379",
+        &format!("test:{db}"),
+        &[
+            ("RUN_MIGRATIONS", "false"),
+            ("RECONCILE_INTERVAL_SECS", "0"),
+            ("DB_MAX_CONNECTIONS", "4"),
+            ("DB_READ_MAX_CONNECTIONS", "1"),
+            ("DB_ACQUIRE_TIMEOUT_MS", "250"),
+            // The readers saturate the machine: a generous deadline, so that a purchase answers
+            // 503 only when it finds no database connection within DB_ACQUIRE_TIMEOUT_MS.
+            ("REQUEST_DEADLINE_MS", "10000"),
+        ],
+        true,
+    )
+    .await;
+    let base = origin.base.clone();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(16)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    put_sku(&client, &base, "READ", 1_000_000, 1000).await;
+
+    // Hundreds of concurrent anonymous readers, each on its own keep-alive connection.
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..READERS)
+        .map(|i| {
+            let (base, stop) = (base.clone(), stop.clone());
+            tokio::spawn(async move {
+                let reader = reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .timeout(Duration::from_secs(20))
+                    .build()
+                    .expect("client");
+                let path = ["/v1/skus/READ", "/readyz", "/metrics"][i % 3];
+                let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let what = match reader.get(format!("{base}{path}")).send().await {
+                        Ok(res) => {
+                            let status = res.status().as_u16();
+                            let retry_after = res.headers().contains_key("retry-after");
+                            let _ = res.bytes().await;
+                            match status {
+                                503 if retry_after => "503".to_owned(),
+                                503 => "503 without Retry-After".to_owned(),
+                                other => other.to_string(),
+                            }
+                        }
+                        Err(_) => "transport error".to_owned(),
+                    };
+                    *seen.entry(format!("{path} {what}")).or_insert(0) += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (bought, lat) = sale(&client, &base, "READ", "read", SALE, 16).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut reads: BTreeMap<String, usize> = BTreeMap::new();
+    for r in readers {
+        for (k, v) in r.await.expect("reader") {
+            *reads.entry(k).or_insert(0) += v;
+        }
+    }
+    eprintln!(
+        "limits_process: {SALE} purchases (16 at a time) beside {READERS} concurrent readers: \
+         {bought:?}, p50 {:.1?}, p99 {:.1?}, max {:.1?}; reads {reads:?}",
+        percentile(&lat, 50),
+        percentile(&lat, 99),
+        lat.last().copied().unwrap_or_default()
+    );
+    assert_eq!(
+        bought,
+        BTreeMap::from([(201, SALE)]),
+        "every purchase 201 (503 = no database connection left for it)"
+    );
+    for (what, n) in &reads {
+        let status = what.split(' ').nth(1).unwrap_or_default();
+        assert!(
+            ["200", "503"].contains(&status) && !what.ends_with("without Retry-After"),
+            "{n} reads answered {what}"
+        );
+    }
+    for path in ["/v1/skus/READ", "/readyz", "/metrics"] {
+        assert!(
+            reads.get(&format!("{path} 200")).is_some_and(|n| *n > 0),
+            "some {path} reads answered 200: {reads:?}"
+        );
+    }
 }

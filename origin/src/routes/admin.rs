@@ -1,4 +1,5 @@
-//! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required).
+//! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required). Checks
+//! in order: admin token (before any body byte is read), body size and deadline, SKU, body.
 
 use axum::Json;
 use axum::body::Body;
@@ -20,7 +21,7 @@ use crate::{auth, body, store};
     responses(
         (status = 200, body = shared::SkuView),
         (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "`unauthorized`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`: checked before the body is read, so it comes at once", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),
@@ -33,8 +34,10 @@ pub(crate) async fn put_sku(
     headers: HeaderMap,
     request: Body,
 ) -> Result<Json<SkuView>, ApiError> {
-    let bytes = body::read_limited(request).await?;
+    // The token first: a caller without it gets its 401 at once, without the server waiting
+    // for (or reading) a body it would refuse anyway.
     auth::require_admin(&headers, &app.credentials.admin_tokens)?;
+    let bytes = body::read_limited(request).await?;
     let sku = Sku::parse(&raw)?;
     let sale = SkuUpsert::from_json(&bytes)?;
     let view = store::upsert_sku(&app.pool, &sku, &sale)

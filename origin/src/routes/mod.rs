@@ -2,9 +2,10 @@
 //! methods answer problem+json too.
 
 pub(crate) mod admin;
-pub(crate) mod health;
+pub mod health;
 pub mod limits;
 pub(crate) mod purchases;
+pub mod reads;
 pub(crate) mod skus;
 
 use std::sync::Arc;
@@ -41,6 +42,10 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     /// Keyed hashes standing for user ids and keys in logs.
     pub pseudonyms: Pseudonyms,
+    /// The public reads' share of the database pool.
+    pub reads: reads::ReadGate,
+    /// `/readyz` probes, one at a time.
+    pub readiness: Arc<health::Readiness>,
 }
 
 /// The whole router, with the per-request `limits` in front of every route.

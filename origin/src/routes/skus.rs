@@ -1,4 +1,5 @@
-//! `GET /v1/skus/{sku}`: the public view of a sale.
+//! `GET /v1/skus/{sku}`: the public view of a sale, read within the public reads' share of the
+//! database pool (`reads`).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -16,7 +17,7 @@ use crate::store::{self, StoreError};
         (status = 200, body = shared::SkuView),
         (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with Retry-After: the database, or every one of the `DB_READ_MAX_CONNECTIONS` read slots for `DB_ACQUIRE_TIMEOUT_MS`", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn get(
@@ -24,6 +25,7 @@ pub(crate) async fn get(
     Path(raw): Path<String>,
 ) -> Result<Json<SkuView>, ApiError> {
     let sku = Sku::parse(&raw)?;
+    let _slot = app.reads.enter().await?;
     match store::get_sku(&app.pool, &sku).await {
         Ok(Some(view)) => Ok(Json(view)),
         Ok(None) => Err(ApiError::new(

@@ -3,15 +3,23 @@
 //!
 //! | phase | entered when | limit | then |
 //! |---|---|---|---|
-//! | `Head` | accepted, or the first byte of a request on an idle connection | header read timeout | dropped, no answer (slowloris) |
+//! | `Fresh` | accepted | header read timeout (from the accept) | dropped, no answer |
+//! | `Silent` | fresh, and everything it sent has been read without completing a head | header read timeout (from the accept) | dropped, no answer (slowloris); evictable at the connection cap |
+//! | `Head` | the first byte of a request on an idle connection | header read timeout | dropped, no answer |
 //! | `Request` | the head is complete (the service is called) | request timeout + header read timeout | dropped (the answer is not being read) |
 //! | `Idle` | the answer's body is done | keep-alive timeout | closed gracefully; reclaimable at the connection cap |
 //! | `Closing` | reclaimed at the cap | header read timeout | dropped |
+//! | `Evicted` | silent, evicted at the cap | none | dropped at once |
+//!
+//! `Fresh` and `Silent` are the connections that have not completed a request yet: at the cap
+//! they make room first (see `server`), so a flood of sockets that send nothing, or trickle a
+//! head, cannot push out connections that have been serving requests.
 //!
 //! The phase and its start time live in one atomic word, updated by the socket wrapper
-//! ([`TrackedIo`]: bytes arrived), the service ([`ConnService`]: head complete) and the answer's
-//! body ([`TrackedBody`]: answer done), and read by the connection's driver ([`drive`]), which
-//! sleeps until the current phase's deadline and re-checks — so a connection costs one timer.
+//! ([`TrackedIo`]: bytes arrived, or everything sent has been read), the service
+//! ([`ConnService`]: head complete) and the answer's body ([`TrackedBody`]: answer done), and
+//! read by the connection's driver ([`drive`]), which sleeps until the current phase's deadline
+//! and re-checks — so a connection costs one timer.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -42,18 +50,24 @@ use crate::metrics::Metrics;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Phase {
-    Head = 0,
-    Request = 1,
-    Idle = 2,
-    Closing = 3,
+    Fresh = 0,
+    Silent = 1,
+    Head = 2,
+    Request = 3,
+    Idle = 4,
+    Closing = 5,
+    Evicted = 6,
 }
 
 impl Phase {
     fn from_bits(b: u64) -> Self {
         match b {
-            0 => Self::Head,
-            1 => Self::Request,
-            2 => Self::Idle,
+            0 => Self::Fresh,
+            1 => Self::Silent,
+            2 => Self::Head,
+            3 => Self::Request,
+            4 => Self::Idle,
+            6 => Self::Evicted,
             _ => Self::Closing,
         }
     }
@@ -122,18 +136,21 @@ pub(crate) struct ConnState {
     word: AtomicU64,
     /// Asks the driver to close gracefully (reclaimed at the cap, or server shutdown).
     close: Notify,
-    /// The server's "a connection became idle" signal: wakes an accept waiting at the cap, so it
-    /// can reclaim this connection without polling.
-    became_idle: Arc<Notify>,
+    /// Asks the driver to drop the connection now (evicted at the cap).
+    evict: Notify,
+    /// The server's "room can be made" signal: a connection became idle (reclaimable) or silent
+    /// (evictable). Wakes an accept waiting at the cap, so it can make room without polling.
+    room: Arc<Notify>,
 }
 
 impl ConnState {
-    pub(crate) fn new(clock: Clock, became_idle: Arc<Notify>) -> Self {
+    pub(crate) fn new(clock: Clock, room: Arc<Notify>) -> Self {
         Self {
             clock,
-            word: AtomicU64::new(pack(Phase::Head, clock.now_ms())),
+            word: AtomicU64::new(pack(Phase::Fresh, clock.now_ms())),
             close: Notify::new(),
-            became_idle,
+            evict: Notify::new(),
+            room,
         }
     }
 
@@ -159,17 +176,50 @@ impl ConnState {
         }
     }
 
-    /// The head is complete and the request is being served.
+    /// Everything the client sent has been read and more is awaited: a fresh connection whose
+    /// head is not complete is silent from now on (its header deadline still counts from the
+    /// accept).
+    fn on_drained(&self) {
+        if self.phase().0 != Phase::Fresh {
+            return;
+        }
+        let silent = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let (phase, since) = unpack(w);
+                (phase == Phase::Fresh).then_some(pack(Phase::Silent, since))
+            })
+            .is_ok();
+        if silent {
+            self.room.notify_one();
+        }
+    }
+
+    /// The head is complete and the request is being served (unless the connection was just
+    /// evicted: it is being dropped).
     fn on_request(&self) {
-        self.word
-            .store(pack(Phase::Request, self.clock.now_ms()), Ordering::Release);
+        let now = self.clock.now_ms();
+        let _ = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (unpack(w).0 != Phase::Evicted).then_some(pack(Phase::Request, now))
+            });
     }
 
     /// The answer is done; the connection waits for the next request.
     fn on_answered(&self) {
         if self.transition(Phase::Request, Phase::Idle) {
-            self.became_idle.notify_one();
+            self.room.notify_one();
         }
+    }
+
+    /// At the connection cap: claims this connection for dropping if it is silent.
+    pub(crate) fn evict(&self) -> bool {
+        let claimed = self.transition(Phase::Silent, Phase::Evicted);
+        if claimed {
+            self.evict.notify_one();
+        }
+        claimed
     }
 
     /// At the connection cap: claims this connection for closing if it is idle.
@@ -192,7 +242,9 @@ impl ConnState {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(SINCE_MASK);
         let (phase, since) = self.phase();
         match (phase, closing_since) {
-            (Phase::Head, _) => (since + ms(t.header_read), Action::Drop("header_timeout")),
+            (Phase::Fresh | Phase::Silent | Phase::Head, _) => {
+                (since + ms(t.header_read), Action::Drop("header_timeout"))
+            }
             (Phase::Request, _) => (
                 since + ms(t.request) + ms(t.header_read),
                 Action::Drop("stalled"),
@@ -200,6 +252,7 @@ impl ConnState {
             (Phase::Idle, None) => (since + ms(t.keepalive), Action::Close("keepalive_timeout")),
             (Phase::Idle, Some(c)) => (c + ms(t.header_read), Action::Drop("stalled")),
             (Phase::Closing, _) => (since + ms(t.header_read), Action::Drop("stalled")),
+            (Phase::Evicted, _) => (since, Action::Drop("evicted")),
         }
     }
 }
@@ -226,8 +279,10 @@ impl AsyncRead for TrackedIo {
         let me = self.get_mut();
         let before = buf.filled().len();
         let polled = Pin::new(&mut me.stream).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            me.state.on_bytes();
+        match polled {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => me.state.on_bytes(),
+            Poll::Pending => me.state.on_drained(),
+            _ => {}
         }
         polled
     }
@@ -325,7 +380,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
 pub(crate) type Connection = http1::Connection<TokioIo<TrackedIo>, ConnService>;
 
 /// Drives `conn` to its end under the phase limits, closing gracefully when asked (reclaimed,
-/// shutdown) and dropping it when a phase overstays.
+/// shutdown), dropping it when evicted or when a phase overstays.
 pub(crate) async fn drive(conn: Connection, state: Arc<ConnState>, t: Timeouts, metrics: &Metrics) {
     let clock = state.clock;
     let mut conn = std::pin::pin!(conn);
@@ -337,6 +392,11 @@ pub(crate) async fn drive(conn: Connection, state: Arc<ConnState>, t: Timeouts, 
                 if let Err(e) = ended {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
+                return;
+            }
+            () = state.evict.notified() => {
+                metrics.count_close("evicted");
+                tracing::debug!("silent connection evicted at the connection cap");
                 return;
             }
             () = state.close.notified(), if closing_since.is_none() => {
@@ -384,10 +444,20 @@ mod tests {
             request: Duration::from_millis(1000),
             keepalive: Duration::from_millis(5000),
         };
-        assert_eq!(state.phase().0, Phase::Head);
+        assert_eq!(state.phase().0, Phase::Fresh);
         assert!(
             !state.reclaim(),
             "a connection reading its head is not reclaimable"
+        );
+        assert!(!state.evict(), "nor evictable before it has been read");
+        assert_eq!(state.due(&t, None).1, Action::Drop("header_timeout"));
+        let accepted = state.phase().1;
+        state.on_bytes(); // a first byte of a head
+        state.on_drained(); // and nothing more yet
+        assert_eq!(
+            state.phase(),
+            (Phase::Silent, accepted),
+            "silent since the accept"
         );
         assert_eq!(state.due(&t, None).1, Action::Drop("header_timeout"));
         state.on_request();
@@ -407,6 +477,33 @@ mod tests {
             state.phase().0,
             Phase::Closing,
             "a reclaimed connection stays closing"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_silent_connections_are_evictable_and_eviction_sticks() {
+        let state = ConnState::new(Clock::new(), Arc::default());
+        state.on_drained();
+        assert_eq!(state.phase().0, Phase::Silent);
+        assert!(state.evict());
+        assert_eq!(state.phase().0, Phase::Evicted);
+        state.on_request(); // a head completing at the same moment
+        assert_eq!(
+            state.phase().0,
+            Phase::Evicted,
+            "an evicted connection is dropped"
+        );
+        assert!(!state.evict(), "evicted once");
+
+        let used = ConnState::new(Clock::new(), Arc::default());
+        used.on_request();
+        used.on_answered();
+        used.on_bytes(); // the next head begins...
+        used.on_drained(); // ...slowly
+        assert_eq!(used.phase().0, Phase::Head);
+        assert!(
+            !used.evict(),
+            "a connection that completed a request is never evicted"
         );
     }
 }

@@ -3,14 +3,25 @@
 //! connection cap, so one slow or idle client could hold memory and a socket forever.
 //!
 //! Bounds, per `HttpSettings`:
-//! - **Connections**: at most `HTTP_MAX_CONNECTIONS` are served. At the cap the server closes the
-//!   longest-idle keep-alive connection to make room (as nginx does); when none is idle, the new
-//!   connection waits until one ends or becomes idle (it is woken, not polled). Beyond the cap the
-//!   server holds at most one accepted socket, never a task or a buffer per waiting client; the
-//!   rest wait in the kernel's listen backlog, which [`bind`] makes [`LISTEN_BACKLOG`] deep so a
-//!   burst of clients is queued rather than dropped (a dropped SYN costs the client a 1, 3, 7…
-//!   second retransmission; with the standard library's 128, 1,000 simultaneous connects beyond
-//!   the cap took over two minutes).
+//! - **Connections**: at most `HTTP_MAX_CONNECTIONS` are served. At the cap the server makes
+//!   room for a new connection, in this order:
+//!   1. it drops the oldest *silent* connection: one that has not completed a request head since
+//!      it was accepted, and has nothing more to read (it sends nothing, or trickles a head);
+//!   2. while a just-accepted connection has not been read yet (it will soon be silent or
+//!      serving), it waits for that;
+//!   3. it closes the longest-idle keep-alive connection (as nginx does);
+//!   4. otherwise it waits until a connection ends, becomes idle or silent (it is woken, not
+//!      polled).
+//!
+//!   So a flood of silent or trickling sockets only ever pushes out its own kind: connections
+//!   that have completed a request (the edge's pooled ones) are never closed for it, and new
+//!   clients are served at once instead of waiting out the header timeout. (A per-peer cap
+//!   would not do: behind a load balancer, or in tests, every peer is the same address.)
+//!   Beyond the cap the server holds at most one accepted socket, never a task or a buffer per
+//!   waiting client; the rest wait in the kernel's listen backlog, which [`bind`] makes
+//!   [`LISTEN_BACKLOG`] deep so a burst of clients is queued rather than dropped (a dropped SYN
+//!   costs the client a 1, 3, 7… second retransmission; with the standard library's 128, 1,000
+//!   simultaneous connects beyond the cap took over two minutes).
 //! - **Time**: each connection's phase has a limit (`conn`): a head must arrive within
 //!   `HTTP_HEADER_READ_TIMEOUT_MS` (slowloris), a body within `HTTP_BODY_READ_TIMEOUT_MS` (408),
 //!   an answer within `HTTP_REQUEST_TIMEOUT_MS` (503), an idle connection lives
@@ -25,7 +36,7 @@
 
 pub(crate) mod conn;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,13 +62,32 @@ pub(crate) const LISTEN_BACKLOG: u32 = 4096;
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The open connections, for reclaiming idle ones and for shutdown.
+/// The open connections, for making room at the cap and for shutdown.
 #[derive(Debug, Default, Clone)]
 struct Registry {
-    conns: Arc<Mutex<HashMap<u64, Arc<ConnState>>>>,
+    table: Arc<Mutex<Table>>,
     next_id: Arc<AtomicU64>,
-    /// Signalled when a connection finishes an answer and idles (see `ConnState`).
-    became_idle: Arc<Notify>,
+    /// Signalled when a connection finishes an answer and idles, or turns silent (see
+    /// `ConnState`).
+    room: Arc<Notify>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    conns: HashMap<u64, Arc<ConnState>>,
+    /// Ids of connections not yet known to have completed a head, oldest first. Entries whose
+    /// connection has moved on are dropped when met (a connection never becomes fresh again),
+    /// and the queue is compacted when it outgrows the table, so it costs O(1) per connection.
+    fresh: VecDeque<u64>,
+}
+
+/// What the server did to make room at the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// A connection was evicted or reclaimed; its slot is about to be free.
+    Made,
+    /// Nothing to close now; wait for a connection to end, idle or turn silent.
+    Wait,
 }
 
 /// Removes its connection from the registry and the open-connections gauge when dropped.
@@ -69,19 +99,30 @@ struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.registry.lock().remove(&self.id);
+        self.registry.lock().conns.remove(&self.id);
         self.metrics.http_connections.dec();
     }
 }
 
+fn is_fresh(phase: Phase) -> bool {
+    matches!(phase, Phase::Fresh | Phase::Silent)
+}
+
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn register(&self, state: Arc<ConnState>, metrics: Arc<Metrics>) -> Registered {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, state);
+        let mut table = self.lock();
+        table.conns.insert(id, state);
+        table.fresh.push_back(id);
+        if table.fresh.len() > 2 * table.conns.len() + 64 {
+            let Table { conns, fresh } = &mut *table;
+            fresh.retain(|id| conns.get(id).is_some_and(|c| is_fresh(c.phase().0)));
+        }
+        drop(table);
         metrics.http_connections.inc();
         Registered {
             registry: self.clone(),
@@ -90,9 +131,42 @@ impl Registry {
         }
     }
 
+    /// At the cap: evicts the oldest silent connection; failing that, unless a just-accepted
+    /// connection is still unread, closes the longest-idle one (see the module docs).
+    fn make_room(&self, metrics: &Metrics) -> Room {
+        let mut table = self.lock();
+        let Table { conns, fresh } = &mut *table;
+        let (mut i, mut unread) = (0, 0);
+        while let Some(id) = fresh.get(i).copied() {
+            match conns.get(&id) {
+                Some(c) if c.phase().0 == Phase::Fresh => {
+                    unread += 1;
+                    i += 1;
+                }
+                Some(c) if c.phase().0 == Phase::Silent => {
+                    fresh.remove(i);
+                    // It may have completed its head since the check; then look further.
+                    if c.evict() {
+                        return Room::Made;
+                    }
+                }
+                _ => {
+                    fresh.remove(i);
+                }
+            }
+        }
+        if unread > 0 {
+            return Room::Wait;
+        }
+        if Self::reclaim_idle(conns, metrics) {
+            Room::Made
+        } else {
+            Room::Wait
+        }
+    }
+
     /// Closes the connection idle the longest, if any; returns whether one was reclaimed.
-    fn reclaim_idle(&self, metrics: &Metrics) -> bool {
-        let conns = self.lock();
+    fn reclaim_idle(conns: &HashMap<u64, Arc<ConnState>>, metrics: &Metrics) -> bool {
         let mut idle: Vec<(u64, &Arc<ConnState>)> = conns
             .values()
             .filter_map(|c| match c.phase() {
@@ -112,7 +186,7 @@ impl Registry {
     }
 
     fn close_all(&self) {
-        for c in self.lock().values() {
+        for c in self.lock().conns.values() {
             c.request_close();
         }
     }
@@ -180,7 +254,7 @@ pub(crate) async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let state = Arc::new(ConnState::new(clock, registry.became_idle.clone()));
+        let state = Arc::new(ConnState::new(clock, registry.room.clone()));
         let registered = registry.register(state.clone(), metrics.clone());
         let service = ConnService {
             router: router.clone(),
@@ -201,8 +275,8 @@ pub(crate) async fn serve(
     let _all_ended = permits.acquire_many(max).await;
 }
 
-/// At the cap: closes the longest-idle connection to make room, or waits until a connection ends
-/// or becomes idle (then reclaims it). `None` when the server shuts down first.
+/// At the cap: makes room (see the module docs), or waits until a connection ends, becomes idle
+/// or turns silent (then makes room). `None` when the server shuts down first.
 async fn wait_for_room(
     permits: &Arc<Semaphore>,
     registry: &Registry,
@@ -210,9 +284,9 @@ async fn wait_for_room(
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
     loop {
-        if registry.reclaim_idle(metrics) {
-            // The reclaimed connection closes at once (at worst it is dropped after a header
-            // timeout) and hands back its permit.
+        if registry.make_room(metrics) == Room::Made {
+            // An evicted connection is dropped at once; a reclaimed one closes at once (at worst
+            // it is dropped after a header timeout). Either hands back its permit.
             return tokio::select! {
                 biased;
                 () = shutdown.as_mut() => None,
@@ -223,7 +297,7 @@ async fn wait_for_room(
             biased;
             () = shutdown.as_mut() => return None,
             p = permits.clone().acquire_owned() => return p.ok(),
-            () = registry.became_idle.notified() => {}
+            () = registry.room.notified() => {}
         }
     }
 }
