@@ -7,8 +7,8 @@
 #       -e EDGE_SHARED_SECRET=... -e ADMIN_TOKEN=... flashgate/origin
 #   docker run --rm -e DATABASE_URL=... flashgate/origin reconcile    # check the books
 #
-# docker-compose.yml builds it for origin-1 and origin-2. Configuration: README.md
-# ("Configuration (origin)"); migrations are compiled into the binary and applied at startup
+# docker-compose.yml builds it for origin-1 and origin-2. Configuration:
+# docs/configuration.md; migrations are compiled into the binary and applied at startup
 # unless RUN_MIGRATIONS=false.
 
 ########## build ##########

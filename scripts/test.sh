@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every check and test of Flashgate. This is the command README.md and .ci/run name.
-# It installs or starts what the tests need (services, the wasm target, the edge toolchain).
+# It installs or starts what the tests need: OS packages, Postgres and Redis (scripts/services.sh,
+# apt-get on a fresh machine), the wasm target, the edge toolchain, the Python tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/services.sh
+bash scripts/services.sh --test-tools
 # Loopback: no TLS (see .cargo/config.toml).
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -19,6 +20,9 @@ cargo build -p shared --target wasm32-unknown-unknown --locked
 
 echo "== deployment files (Compose Specification schema, Dockerfiles, Prometheus rules)"
 bash scripts/check-deploy.sh
+
+echo "== scripts/services.sh on a machine without the services (private namespaces)"
+bash scripts/test-services.sh
 
 echo "== workspace tests (real Postgres and redis-server)"
 cargo test --workspace --locked

@@ -415,7 +415,7 @@ describe("a misconfigured edge", () => {
 
 describe("secret rotation", () => {
   // Rotating the edge -> origin signing secret, the session key and the admin token, as the
-  // README's procedure says: the origin learns the new edge key first (restart with [new, old]),
+  // docs/security.md's procedure says: the origin learns the new edge key first (restart with [new, old]),
   // then the edge signs with it (new edge with [new, old]), then the origin forgets the old key.
   test("rotating the edge's signing secret keeps purchases working, and the retired key is refused", async () => {
     const NEW_EDGE = "e2e-edge-shared-secret-NEW-9876543210";

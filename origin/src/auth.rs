@@ -1,5 +1,5 @@
 //! Who may call what: the admin bearer tokens and the edge's request signature. Several secrets
-//! can be accepted at once so they rotate without downtime (see README "Secret rotation");
+//! can be accepted at once so they rotate without downtime (see docs/security.md, "Secret rotation");
 //! secrets are compared in constant time and never logged.
 
 use axum::http::{HeaderMap, header};

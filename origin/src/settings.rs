@@ -1,5 +1,5 @@
 //! Typed configuration, read once from the environment at startup. Every variable is documented
-//! in the README's configuration table; secrets are wrapped so they never print.
+//! in docs/configuration.md's table; secrets are wrapped so they never print.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
