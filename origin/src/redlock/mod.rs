@@ -149,10 +149,11 @@ mod lease;
 mod metrics;
 mod node;
 mod scripts;
+mod standing;
 mod tally;
 
 pub use audit::TARGET as AUDIT_TARGET;
-pub use client::{NodeState, Redlock};
+pub use client::{NodeState, QuorumStatus, Redlock};
 pub use config::RedlockConfig;
 pub use error::{ConfigError, RedlockError};
 pub use lease::Lease;

@@ -8,6 +8,7 @@ mod contention;
 mod faults;
 mod helpers;
 mod limits;
+mod lock_keys;
 #[path = "../common/processes.rs"]
 mod processes;
 mod purchases;
