@@ -198,7 +198,9 @@ impl Redlock {
     /// Acquires `key` for `ttl`, retrying with decorrelated jitter while attempts fail
     /// (contended, unreachable, too little validity) and a next attempt can start before
     /// `deadline`. The last attempt starts before the deadline and takes at most about three
-    /// per-node timeouts. On failure returns the last attempt's error.
+    /// per-node timeouts. On failure returns the last attempt's error. A known quorum loss
+    /// ([`RedlockError::QuorumLost`], see [`Redlock::quorum_status`]) ends it at once, before or
+    /// between attempts.
     pub async fn acquire_until(
         &self,
         key: &str,

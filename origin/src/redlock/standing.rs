@@ -12,8 +12,9 @@
 //!
 //! [`quorum_lost_since`] turns the nodes' standings into "since when have fewer than a quorum
 //! been able to vote": the moment the `N − quorum + 1`-th node still out went out. The lock
-//! compares that with [`RedlockConfig::quorum_loss_grace`](super::RedlockConfig::quorum_loss_grace):
-//! shorter is a blip that acquires ride out, longer is a known loss that acquires refuse at once.
+//! compares that with
+//! [`RedlockConfig::quorum_loss_grace`](super::RedlockConfig::quorum_loss_grace): shorter is a
+//! blip that acquires ride out, longer is a known loss that acquires refuse at once.
 //!
 //! Going out only ever happens at an event (a failure opens the breaker, a node says it is
 //! recovering), where [`Standing`] records the time; coming back can also happen by the clock
