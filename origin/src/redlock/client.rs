@@ -395,7 +395,11 @@ impl Redlock {
             lost_for,
             failing_fast,
         };
-        if inner.failing_fast.swap(failing_fast, Ordering::Relaxed) != failing_fast {
+        // Read first: every acquire passes here, and a write per call would bounce the cache
+        // line between cores for nothing.
+        if inner.failing_fast.load(Ordering::Relaxed) != failing_fast
+            && inner.failing_fast.swap(failing_fast, Ordering::Relaxed) != failing_fast
+        {
             inner.metrics.quorum_loss_changed(failing_fast);
             if failing_fast {
                 tracing::warn!(
