@@ -70,9 +70,17 @@ impl Application {
             .context("configuring the Redis nodes")?;
         let breaker = &settings.redlock_breaker;
         let config = RedlockConfig {
+            // One namespace: the lock's keys are `<REDIS_KEY_PREFIX>:lock:sku:<SKU>` and
+            // `<REDIS_KEY_PREFIX>:fence:sku:<SKU>` (the combiner passes `sku:<SKU>`); the restart
+            // guard's per-node keys keep the lock's own `redlock:node:*`.
+            key_prefix: format!("{}:", settings.redis_key_prefix),
+            // The longest lease the origin takes, hence the restart guard's window: a node that
+            // came back empty sits out one `LOCK_TTL_MS` (as documented), not the library's 10 s.
+            max_ttl: settings.purchase.lock_ttl,
             breaker_failure_threshold: breaker.failure_threshold,
             breaker_base_backoff: breaker.base_backoff,
             breaker_max_backoff: breaker.max_backoff,
+            quorum_loss_grace: settings.redlock_quorum_loss_grace,
             ..RedlockConfig::default()
         };
         let lock = Redlock::connect_clients(clients.clone(), config, metrics.redlock.clone())

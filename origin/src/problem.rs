@@ -37,6 +37,11 @@ impl ApiError {
         )
     }
 
+    /// The problem this error answers with.
+    pub fn problem(&self) -> Problem {
+        Problem::new(self.code, self.detail.clone())
+    }
+
     /// 500 `internal`: a bug. The cause is logged, never sent.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");

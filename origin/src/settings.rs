@@ -46,6 +46,10 @@ pub struct Settings {
     pub redis_tls: RedisTlsSettings,
     /// `REDLOCK_BREAKER_*`: the per-node circuit breaker of the lock.
     pub redlock_breaker: BreakerSettings,
+    /// `REDLOCK_QUORUM_LOSS_GRACE_MS` (default 1000, at most one hour): once fewer than a
+    /// quorum of Redis nodes have been unable to vote for this long, purchases needing the lock
+    /// answer 503 at once instead of retrying until their deadline.
+    pub redlock_quorum_loss_grace: Duration,
     /// `LISTEN_ADDR`: where the HTTP server binds (default `127.0.0.1:8080`; port 0 = any).
     pub listen_addr: SocketAddr,
     /// `EDGE_SHARED_SECRETS` (`kid:secret,…`, first = current) or `EDGE_SHARED_SECRET` (one
@@ -378,6 +382,13 @@ impl Settings {
                 reason: "must be at most one hour".into(),
             });
         }
+        let redlock_quorum_loss_grace = millis("REDLOCK_QUORUM_LOSS_GRACE_MS", "1000")?;
+        if redlock_quorum_loss_grace > Duration::from_secs(3600) {
+            return Err(SettingsError::Invalid {
+                name: "REDLOCK_QUORUM_LOSS_GRACE_MS",
+                reason: "must be at most one hour".into(),
+            });
+        }
         let idempotency_retention = idempotency_retention(&get)?;
         let boolean = |name: &'static str, default: &str| -> Result<bool, SettingsError> {
             match parsed(name, default)?.to_ascii_lowercase().as_str() {
@@ -475,6 +486,7 @@ impl Settings {
             redis_urls,
             redis_tls,
             redlock_breaker,
+            redlock_quorum_loss_grace,
             listen_addr: num("LISTEN_ADDR", parsed("LISTEN_ADDR", "127.0.0.1:8080")?)?,
             edge_secrets,
             accept_signature_v1,
@@ -790,6 +802,21 @@ mod tests {
         ] {
             let err = with(&[bad]).expect_err("invalid breaker setting");
             assert!(err.to_string().contains(bad.0), "{err}");
+        }
+    }
+
+    #[test]
+    fn quorum_loss_grace_defaults_to_a_second_and_is_bounded() {
+        let s = with(&[]).expect("defaults");
+        assert_eq!(s.redlock_quorum_loss_grace, Duration::from_secs(1));
+        let s = with(&[("REDLOCK_QUORUM_LOSS_GRACE_MS", "0")]).expect("0 = at once");
+        assert_eq!(s.redlock_quorum_loss_grace, Duration::ZERO);
+        for bad in ["x", "-1", "3600001"] {
+            let err = with(&[("REDLOCK_QUORUM_LOSS_GRACE_MS", bad)]).expect_err(bad);
+            assert!(
+                err.to_string().contains("REDLOCK_QUORUM_LOSS_GRACE_MS"),
+                "{err}"
+            );
         }
     }
 

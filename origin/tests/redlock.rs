@@ -309,10 +309,14 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
         "overran the deadline: {elapsed:?}"
     );
 
-    // Held by someone else *and* no quorum: still Unreachable, because waiting would not help.
+    // Held by someone else *and* no quorum: still Unreachable (or QuorumLost, once the loss
+    // has outlasted its 1 s grace), because waiting would not help.
     let result = lock.try_acquire("held", TTL).await;
     assert!(
-        matches!(result, Err(RedlockError::Unreachable { .. })),
+        matches!(
+            result,
+            Err(RedlockError::Unreachable { .. } | RedlockError::QuorumLost { .. })
+        ),
         "expected Unreachable, got {result:?}"
     );
 
@@ -321,7 +325,10 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     nodes.restart(1).await;
     let result = lock.try_acquire("sku:free", TTL).await;
     assert!(
-        matches!(result, Err(RedlockError::Unreachable { .. })),
+        matches!(
+            result,
+            Err(RedlockError::Unreachable { .. } | RedlockError::QuorumLost { .. })
+        ),
         "restarted nodes must not vote yet: {result:?}"
     );
     wait_all_ready(&lock).await;
@@ -477,9 +484,14 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
                 lock_b.release(b).await.expect("release");
                 break;
             }
-            // Unreachable is the expected answer (nodes 1 and 2 recovering); any refusal is
-            // safe, only getting in while A is valid is not.
-            Err(RedlockError::Unreachable { .. } | RedlockError::Contended) => refusals += 1,
+            // Unreachable is the expected answer (nodes 1 and 2 recovering), QuorumLost once
+            // that has lasted longer than the grace; any refusal is safe, only getting in
+            // while A is valid is not.
+            Err(
+                RedlockError::Unreachable { .. }
+                | RedlockError::QuorumLost { .. }
+                | RedlockError::Contended,
+            ) => refusals += 1,
             Err(other) => panic!("unexpected error while A holds: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -488,6 +500,8 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
         refusals > 0,
         "B was never refused: the scenario did not happen"
     );
+    // The recovery windows are known to B's lock, which refuses at once until they are over.
+    wait_all_ready(&lock_b).await;
     let b = within(Duration::from_secs(30), lock_b.acquire("k", TTL))
         .await
         .expect("B acquires after recovery");
@@ -840,6 +854,8 @@ async fn metrics_are_exported_under_the_documented_names() {
         "# TYPE redlock_release_validity_remaining_seconds histogram",
         "redlock_release_validity_remaining_seconds_count 1",
         "# TYPE redlock_acquire_attempts counter",
+        "# TYPE redlock_quorum_lost gauge",
+        "redlock_quorum_lost 0",
     ] {
         assert!(
             text.lines().any(|l| l == line),
@@ -875,6 +891,15 @@ fn labelled(registry: &Registry, name: &str, labels: &[&str]) -> f64 {
                 .then(|| value.parse().ok())?
         })
         .unwrap_or_else(|| panic!("no sample {name}{labels:?} in:\n{text}"))
+}
+
+/// Value of the unlabelled sample `name`.
+fn unlabelled(registry: &Registry, name: &str) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -971,6 +996,126 @@ async fn a_killed_node_is_skipped_by_its_breaker_and_readmitted_after_restart() 
         .expect("node 2 votes again");
     assert!(lock_key_exists(&nodes, 2, "readmitted").await);
     lock.release(lease).await.expect("release");
+}
+
+/// Two of three nodes die: acquires ride the loss out for `quorum_loss_grace`, then fail at once
+/// with `QuorumLost` — without contacting any node, and `acquire` without retrying until its
+/// deadline — while `quorum_status` and `redlock_quorum_lost` say so. The nodes come back empty
+/// on the same ports: probes readmit them, they sit out their restart guard (still refused at
+/// once, it is known how long it lasts), and then they vote again — the same lock client
+/// throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_quorum_loss_fails_fast_until_the_nodes_are_back() {
+    let mut nodes = RedisNodes::start(3).await;
+    let mut registry = Registry::default();
+    let metrics = RedlockMetrics::register(&mut registry);
+    let grace = Duration::from_millis(300);
+    let config = RedlockConfig {
+        quorum_loss_grace: grace,
+        breaker_max_backoff: Duration::from_millis(500),
+        ..config()
+    };
+    let lock = Redlock::connect(&nodes.urls(), config.clone(), metrics)
+        .await
+        .expect("config");
+    wait_all_ready(&lock).await;
+    let status = lock.quorum_status();
+    assert!(
+        status.voting == 3 && status.lost_for.is_none() && !status.failing_fast,
+        "{status:?}"
+    );
+    let lease = lock.acquire("q", TTL).await.expect("all up");
+    lock.release(lease).await.expect("release");
+
+    nodes.kill(0);
+    nodes.kill(1);
+    let killed = Instant::now();
+    let mut unreachable = 0;
+    let lost = loop {
+        match lock.try_acquire("q", TTL).await {
+            Err(RedlockError::Unreachable { .. }) => unreachable += 1,
+            Err(lost @ RedlockError::QuorumLost { .. }) => break lost,
+            other => panic!("unexpected while 2 of 3 are dead: {other:?}"),
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "acquires never failed fast"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(unreachable > 0, "the loss was ridden out first");
+    let RedlockError::QuorumLost {
+        voting,
+        nodes: 3,
+        quorum: 2,
+        lost_for,
+    } = lost
+    else {
+        panic!("{lost:?}")
+    };
+    assert_eq!(voting, 1);
+    assert!(lost_for >= grace, "{lost_for:?}");
+    let status = lock.quorum_status();
+    assert!(status.failing_fast && status.voting == 1, "{status:?}");
+    assert_eq!(unlabelled(&registry, "redlock_quorum_lost"), 1.0);
+
+    // Known loss: no node is contacted (their error counts stand still), and `acquire`, whose
+    // deadline here is 30 s, does not retry.
+    let errors = |r: &Registry| {
+        labelled(r, "redlock_node_errors_total", &[r#"node="0""#])
+            + labelled(r, "redlock_node_errors_total", &[r#"node="1""#])
+    };
+    let errors_before = errors(&registry);
+    for i in 0..20 {
+        let started = Instant::now();
+        let result = lock.acquire(&format!("fast:{i}"), TTL).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(result, Err(RedlockError::QuorumLost { .. })),
+            "{result:?}"
+        );
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+    }
+    assert_eq!(errors(&registry), errors_before, "a node was contacted");
+
+    // Back, empty: readmitted by a probe (within the 500 ms back-off cap), then refused while
+    // they sit out the restart guard (~2 s), then the lock works again.
+    let restarted = Instant::now();
+    nodes.restart(0).await;
+    nodes.restart(1).await;
+    let mut refusals = Vec::new();
+    let lease = loop {
+        let started = Instant::now();
+        match lock.try_acquire("q", TTL).await {
+            Ok(lease) => break lease,
+            Err(error @ (RedlockError::QuorumLost { .. } | RedlockError::Unreachable { .. })) => {
+                refusals.push((started.elapsed(), error));
+            }
+            Err(other) => panic!("unexpected while recovering: {other:?}"),
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(30),
+            "the lock never came back: {refusals:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        restarted.elapsed() >= config.max_ttl,
+        "voted before the restart guard was over"
+    );
+    eprintln!(
+        "back {:?} after the restart; {} refusals meanwhile, slowest {:?}",
+        restarted.elapsed(),
+        refusals.len(),
+        refusals.iter().map(|(took, _)| *took).max()
+    );
+    lock.release(lease).await.expect("release");
+    let status = lock.quorum_status();
+    assert!(
+        status.voting == 3 && !status.failing_fast && status.lost_for.is_none(),
+        "{status:?}"
+    );
+    assert_eq!(unlabelled(&registry, "redlock_quorum_lost"), 0.0);
 }
 
 #[derive(Clone, Default)]

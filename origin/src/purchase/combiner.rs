@@ -86,13 +86,17 @@ pub struct Context {
     pub marks: Arc<SoldOutMarks>,
     pub metrics: Arc<Metrics>,
     pub settings: PurchaseSettings,
-    /// Prefix of the Redis keys (lock and marks) of this deployment.
+    /// Prefix of the Redis keys of this deployment (`REDIS_KEY_PREFIX`). The lock was built
+    /// with it as its key prefix, so lock keys are passed bare ([`Context::lock_key`]).
     pub key_prefix: String,
 }
 
 impl Context {
-    fn lock_key(&self, sku: &Sku) -> String {
-        format!("{}:lock:sku:{}", self.key_prefix, sku)
+    /// The SKU's lock resource, `sku:<SKU>`: the lock stores it as
+    /// `<REDIS_KEY_PREFIX>:lock:sku:<SKU>` (and its fence counter as
+    /// `<REDIS_KEY_PREFIX>:fence:sku:<SKU>`), and audits it under this name.
+    fn lock_key(sku: &Sku) -> String {
+        format!("sku:{sku}")
     }
 
     fn reply(&self, job: Job, result: JobResult) {
@@ -113,8 +117,10 @@ impl Context {
     /// Acquires the SKU's lease, retrying until `deadline` while it is contended, and also while
     /// too few nodes could vote: a node slower than its 40 ms timeout for a moment (a CPU-starved
     /// host, a slow fsync) must not turn into a 503 for a request that still has most of its
-    /// deadline. The deadline is the request's budget; a real quorum loss answers 503 when it
-    /// passes.
+    /// deadline. The deadline is the request's budget. A quorum loss the lock already knows
+    /// about (fewer than a quorum of nodes unable to vote for longer than
+    /// `REDLOCK_QUORUM_LOSS_GRACE_MS`) is [`RedlockError::QuorumLost`], returned at once: retrying
+    /// cannot help, so the purchases answer 503 now rather than at their deadline.
     ///
     /// Returns the lease and whether another holder had it first (the caller waited for it).
     async fn acquire_until(
@@ -123,7 +129,7 @@ impl Context {
         deadline: Instant,
     ) -> Result<(Lease, bool), RedlockError> {
         let started = Instant::now();
-        let key = self.lock_key(sku);
+        let key = Self::lock_key(sku);
         let mut contended = false;
         let result = loop {
             match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
@@ -186,6 +192,9 @@ impl Context {
             self.metrics.batch_conflicts.inc();
         }
         audit_batch(sku, batch, attempts.len(), &result, seconds);
+        if let Err(StoreError::StaleFence { current, .. }) = &result {
+            self.catch_up_fence(sku, lease, *current).await;
+        }
         if let Ok(res) = &result {
             self.metrics.batch_size.observe(attempts.len() as f64);
             self.metrics
@@ -193,6 +202,28 @@ impl Context {
                 .inc_by(u64::try_from(res.units_sold).unwrap_or(0));
         }
         result
+    }
+
+    /// After a batch was refused as stale: raises the SKU's fence counters to the row's fence,
+    /// so the next lease's fence is above it. A holder that merely outlived its lease changes
+    /// nothing by this (the counters are past that fence already); counters that fell behind the
+    /// row — renamed keys after an upgrade or a rollback, a counter recreated by a machine whose
+    /// clock ran behind — would otherwise get every later batch refused too, forever.
+    async fn catch_up_fence(&self, sku: &Sku, lease: &Lease, current: i64) {
+        let Ok(current) = u64::try_from(current) else {
+            return;
+        };
+        match self.lock.raise_fence(lease, current).await {
+            Ok(()) => tracing::info!(
+                sku = %sku,
+                presented = lease.fence(),
+                current,
+                "batch refused as stale: the sku's fence counters were raised to the row's fence"
+            ),
+            Err(e) => {
+                tracing::warn!(sku = %sku, error = %e, "could not raise the sku's fence counters")
+            }
+        }
     }
 }
 
@@ -330,7 +361,7 @@ impl Worker {
                     lease
                 }
                 Err(e) => {
-                    tracing::warn!(sku = %self.sku, error = %e, "could not acquire sku lock");
+                    log_lock_failure(&self.sku, &e);
                     let shed = matches!(e, RedlockError::Contended);
                     let jobs: Vec<Job> = self.pending.drain(..).collect();
                     self.ctx.reply_all(jobs, || JobResult::Unavailable { shed });
@@ -582,6 +613,17 @@ fn audit_batch(
     }
 }
 
+/// Logs a lock acquisition that failed. A known quorum loss is logged once by the lock when it
+/// starts (and its end when it ends); a warning per refused batch would flood the log for as long
+/// as it lasts.
+fn log_lock_failure(sku: &Sku, e: &RedlockError) {
+    if matches!(e, RedlockError::QuorumLost { .. }) {
+        tracing::debug!(sku = %sku, error = %e, "sku lock refused: known quorum loss");
+    } else {
+        tracing::warn!(sku = %sku, error = %e, "could not acquire sku lock");
+    }
+}
+
 fn batch_error_label(e: &StoreError) -> &'static str {
     match e {
         StoreError::Unavailable(_) => "unavailable",
@@ -615,7 +657,7 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
         let lease = match ctx.acquire_until(&sku, deadline).await {
             Ok((lease, _)) => lease,
             Err(e) => {
-                tracing::warn!(sku = %sku, error = %e, "could not acquire sku lock");
+                log_lock_failure(&sku, &e);
                 return JobResult::Unavailable {
                     shed: matches!(e, RedlockError::Contended),
                 };

@@ -1,15 +1,15 @@
-//! The lock's audit trail: one structured `tracing` event per acquire, extend and release call,
-//! under the target [`TARGET`] (`flashgate::audit`), so that an incident can be reconstructed —
-//! who held which resource, with which fencing token, when, and how each call ended — and so that
-//! the events can be filtered (`RUST_LOG=flashgate::audit=off` silences them,
-//! `RUST_LOG=warn,flashgate::audit=info` keeps only them and warnings).
+//! The lock's audit trail: one structured `tracing` event per acquire, extend, release and fence
+//! raise call, under the target [`TARGET`] (`flashgate::audit`), so that an incident can be
+//! reconstructed — who held which resource, with which fencing token, when, and how each call
+//! ended — and so that the events can be filtered (`RUST_LOG=flashgate::audit=off` silences
+//! them, `RUST_LOG=warn,flashgate::audit=info` keeps only them and warnings).
 //!
-//! Fields: `op` (`acquire`, `extend`, `release`), `resource` (the lock key as passed by the
-//! caller, e.g. the SKU's), `result`, `fence` (when known), `batch_id` (when the caller gave one,
-//! see [`Redlock::with_batch_id`](super::Redlock::with_batch_id)), `elapsed_ms`, and per
-//! operation: `attempts`, `granted` (indices of the nodes that granted the last attempt),
-//! `validity_ms` (validity after an acquire or extend, or left at a release). Never tokens or
-//! URLs.
+//! Fields: `op` (`acquire`, `extend`, `release`, `raise_fence`), `resource` (the lock key as
+//! passed by the caller, e.g. the SKU's), `result`, `fence` (when known; for `raise_fence` the
+//! fence the counters were raised to), `batch_id` (when the caller gave one, see
+//! [`Redlock::with_batch_id`](super::Redlock::with_batch_id)), `elapsed_ms`, and per operation:
+//! `attempts`, `granted` (indices of the nodes that granted the last attempt), `validity_ms`
+//! (validity after an acquire or extend, or left at a release). Never tokens or URLs.
 
 use std::fmt;
 use std::time::Duration;

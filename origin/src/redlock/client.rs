@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
@@ -17,6 +18,7 @@ use super::lease::Lease;
 use super::metrics::{AcquireResult, RedlockMetrics};
 use super::node::Node;
 use super::scripts::{self, AcquireReply};
+use super::standing::{Seen, quorum_lost_since};
 use super::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
 
 /// A distributed lock over N independent Redis masters. Cheap to clone: clones share the
@@ -37,6 +39,36 @@ struct Inner {
     /// Validated once in `connect`.
     config: RedlockConfig,
     metrics: RedlockMetrics,
+    /// Whether acquires are being refused for a known quorum loss (as of the last check), so
+    /// that the change is logged and exported once.
+    failing_fast: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Keep `redlock_quorum_lost` a count of live clients.
+        if *self.failing_fast.get_mut() {
+            self.metrics.quorum_loss_changed(false);
+        }
+    }
+}
+
+/// What the lock knows of its quorum, from its nodes' circuit breakers and the recovery
+/// windows they reported ([`Redlock::quorum_status`]). No node is contacted to build it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QuorumStatus {
+    /// Configured nodes.
+    pub nodes: usize,
+    /// Votes needed.
+    pub quorum: usize,
+    /// Nodes able to vote: circuit breaker closed and not in a restart recovery window.
+    pub voting: usize,
+    /// How long fewer than a quorum have been able to vote; `None` while a quorum can.
+    pub lost_for: Option<Duration>,
+    /// Whether acquires fail at once with [`RedlockError::QuorumLost`]: the loss has lasted
+    /// [`RedlockConfig::quorum_loss_grace`] or longer.
+    pub failing_fast: bool,
 }
 
 /// What a node said to a health probe ([`Redlock::node_states`]).
@@ -114,6 +146,7 @@ impl Redlock {
                 quorum,
                 config,
                 metrics,
+                failing_fast: AtomicBool::new(false),
             }),
             batch_id: None,
         };
@@ -165,7 +198,9 @@ impl Redlock {
     /// Acquires `key` for `ttl`, retrying with decorrelated jitter while attempts fail
     /// (contended, unreachable, too little validity) and a next attempt can start before
     /// `deadline`. The last attempt starts before the deadline and takes at most about three
-    /// per-node timeouts. On failure returns the last attempt's error.
+    /// per-node timeouts. On failure returns the last attempt's error. A known quorum loss
+    /// ([`RedlockError::QuorumLost`], see [`Redlock::quorum_status`]) ends it at once, before or
+    /// between attempts.
     pub async fn acquire_until(
         &self,
         key: &str,
@@ -207,6 +242,56 @@ impl Redlock {
                 Err(error) => error_result(error),
             },
             fence: lease.fence(),
+            validity: lease.remaining(),
+            elapsed: started.elapsed(),
+        });
+        result
+    }
+
+    /// Raises the fence counter of `lease`'s key to at least `at_least` on every node that
+    /// answers, so that the next holder's fence exceeds it. Never lowers a counter, so it is
+    /// always safe. For a store that refused `lease`'s fence as stale because it has seen a
+    /// higher one that these counters did not issue — counters under other key names (an
+    /// upgrade that renamed them, a rollback), or a counter recreated by a client whose clock
+    /// ran behind: without this, every later fence would be refused too. Ordinary stale
+    /// holders (a lease that outlived its validity) are refused too, and raising the counters
+    /// to a fence they already passed changes nothing.
+    ///
+    /// Errors: [`RedlockError::Unreachable`] if fewer than a quorum of nodes ran the raise (it
+    /// may then take more than one call for the next fence to exceed `at_least`).
+    pub async fn raise_fence(&self, lease: &Lease, at_least: u64) -> Result<(), RedlockError> {
+        let started = Instant::now();
+        let keys = self.keys(lease.key());
+        let mut invocation = scripts::RAISE_FENCE.prepare_invoke();
+        invocation
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .arg(lease.token())
+            .arg(at_least);
+        let confirmations = self
+            .confirm(
+                self.admitted_nodes(),
+                self.inner.quorum,
+                invocation,
+                self.inner.config.node_timeout(lease.ttl()),
+                answer_any,
+                Stragglers::Finish,
+            )
+            .await;
+        let result = if confirmations.answered() < self.inner.quorum {
+            Err(self.unreachable(confirmations.answered()))
+        } else {
+            Ok(())
+        };
+        audit::lease(&LeaseRecord {
+            op: "raise_fence",
+            resource: lease.key(),
+            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
+            result: match &result {
+                Ok(()) => "raised",
+                Err(error) => error_result(error),
+            },
+            fence: at_least,
             validity: lease.remaining(),
             elapsed: started.elapsed(),
         });
@@ -262,25 +347,78 @@ impl Redlock {
     }
 
     /// Whether a quorum of nodes answers and can vote (is not in its restart recovery window),
-    /// probed within [`RedlockConfig::node_timeout_max`]. For readiness probes.
+    /// probed within [`RedlockConfig::node_timeout_max`]. For readiness probes. What the nodes
+    /// answer also feeds their circuit breakers (an answer readmits a node) and
+    /// [`Redlock::quorum_status`].
     pub async fn quorum_reachable(&self) -> bool {
-        let confirmations = self
-            .confirm(
-                self.all_nodes(),
-                self.inner.quorum,
-                self.health_invocation(),
-                self.inner.config.node_timeout_max,
-                |recovering_ms: i64| {
-                    if recovering_ms == 0 {
-                        Answer::Yes
-                    } else {
-                        Answer::No
-                    }
-                },
-                Stragglers::Drop,
-            )
-            .await;
+        let invocation = self.health_invocation();
+        let timeout = self.inner.config.node_timeout_max;
+        let mut probes: FuturesUnordered<_> = self
+            .inner
+            .nodes
+            .iter()
+            .map(|node| {
+                let invocation = &invocation;
+                async move { node.health(invocation, timeout).await }
+            })
+            .collect();
+        let mut confirmations = Confirmations::new(probes.len(), self.inner.quorum);
+        while confirmations.outcome().is_none() {
+            let Some(result) = probes.next().await else {
+                break;
+            };
+            confirmations.record(match result {
+                Ok(0) => Answer::Yes,
+                Ok(_) => Answer::No,
+                Err(_) => Answer::Failed,
+            });
+        }
         confirmations.yes() >= self.inner.quorum
+    }
+
+    /// What the lock knows of its quorum right now, without contacting any node: how many
+    /// nodes can vote, and whether (and for how long) fewer than a quorum have been able to.
+    /// While `failing_fast`, acquires fail at once with [`RedlockError::QuorumLost`]. Also
+    /// refreshes `redlock_quorum_lost`.
+    pub fn quorum_status(&self) -> QuorumStatus {
+        let inner = &*self.inner;
+        let now = Instant::now();
+        let out: Vec<Option<Instant>> = inner.nodes.iter().map(|n| n.out_since(now)).collect();
+        let voting = out.iter().filter(|since| since.is_none()).count();
+        let lost_for = quorum_lost_since(out, inner.nodes.len(), inner.quorum)
+            .map(|since| now.saturating_duration_since(since));
+        let failing_fast = lost_for.is_some_and(|lost| lost >= inner.config.quorum_loss_grace);
+        let status = QuorumStatus {
+            nodes: inner.nodes.len(),
+            quorum: inner.quorum,
+            voting,
+            lost_for,
+            failing_fast,
+        };
+        // Read first: every acquire passes here, and a write per call would bounce the cache
+        // line between cores for nothing.
+        if inner.failing_fast.load(Ordering::Relaxed) != failing_fast
+            && inner.failing_fast.swap(failing_fast, Ordering::Relaxed) != failing_fast
+        {
+            inner.metrics.quorum_loss_changed(failing_fast);
+            if failing_fast {
+                tracing::warn!(
+                    voting,
+                    nodes = status.nodes,
+                    quorum = status.quorum,
+                    lost_for_ms = lost_for.map(|lost| lost.as_millis()),
+                    "redlock quorum lost for longer than the grace: acquires fail at once until probes readmit enough nodes"
+                );
+            } else {
+                tracing::info!(
+                    voting,
+                    nodes = status.nodes,
+                    quorum = status.quorum,
+                    "redlock quorum back: acquires contact the nodes again"
+                );
+            }
+        }
+        status
     }
 
     /// Every node's state, probed in parallel within [`RedlockConfig::node_timeout_max`].
@@ -290,7 +428,7 @@ impl Redlock {
         let probes = self.inner.nodes.iter().map(|node| {
             let invocation = &invocation;
             async move {
-                match node.run::<i64>(invocation, timeout).await {
+                match node.health(invocation, timeout).await {
                     Ok(0) => NodeState::Ready,
                     Ok(ms) => NodeState::Recovering {
                         remaining: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
@@ -371,6 +509,10 @@ impl Redlock {
         let config = &self.inner.config;
         let mut backoff = Backoff::new(config.retry_base_delay, config.retry_max_delay);
         let result = loop {
+            if let Some(lost) = self.known_quorum_loss() {
+                granted.clear();
+                break Err(lost);
+            }
             *attempts += 1;
             let attempt = self.attempt(key, &keys, ttl, granted).await;
             let Err(error) = attempt else { break attempt };
@@ -395,6 +537,18 @@ impl Redlock {
             .metrics
             .acquire_finished(outcome, started.elapsed().as_secs_f64());
         result
+    }
+
+    /// [`RedlockError::QuorumLost`] if acquires are to fail at once (see
+    /// [`Redlock::quorum_status`]).
+    fn known_quorum_loss(&self) -> Option<RedlockError> {
+        let status = self.quorum_status();
+        status.failing_fast.then(|| RedlockError::QuorumLost {
+            voting: status.voting,
+            nodes: status.nodes,
+            quorum: status.quorum,
+            lost_for: status.lost_for.unwrap_or_default(),
+        })
     }
 
     /// One attempt: the acquire script on every node in parallel, decided the moment a quorum is
@@ -435,7 +589,16 @@ impl Redlock {
                     if skip.contains(&node.index) {
                         return (node.index, Vote::Skipped);
                     }
-                    let vote = match node.run::<(i64, i64)>(invocation, timeout).await {
+                    let reply = node.run_seen(invocation, timeout, |reply: &(i64, i64)| {
+                        match AcquireReply::decode(*reply) {
+                            Some(AcquireReply::Recovering { remaining_ms }) => {
+                                Seen::Recovering(Duration::from_millis(remaining_ms))
+                            }
+                            Some(_) => Seen::Voting,
+                            None => Seen::Answered,
+                        }
+                    });
+                    let vote = match reply.await {
                         Ok(reply) => vote_from(node.index, reply),
                         Err(_) => Vote::Failed,
                     };
@@ -718,7 +881,7 @@ impl Redlock {
 
 /// The per-node incarnation marker and recovery flag of the restart guard.
 fn marker_keys(config: &RedlockConfig) -> (String, String) {
-    let prefix = &config.key_prefix;
+    let prefix = &config.node_key_prefix;
     (
         format!("{prefix}node:incarnation"),
         format!("{prefix}node:recovering"),
@@ -742,6 +905,7 @@ fn error_result(error: &RedlockError) -> &'static str {
     match error {
         RedlockError::Contended => "contended",
         RedlockError::Unreachable { .. } => "unreachable",
+        RedlockError::QuorumLost { .. } => "quorum_lost",
         RedlockError::ValidityTooShort => "validity_too_short",
         RedlockError::Lost => "lost",
         RedlockError::InvalidConfig(_) => "invalid",
@@ -759,7 +923,7 @@ fn vote_from(node: usize, reply: (i64, i64)) -> Vote {
     match AcquireReply::decode(reply) {
         Some(AcquireReply::Granted { fence }) => Vote::Granted(fence),
         Some(AcquireReply::Held) => Vote::Held,
-        Some(AcquireReply::Recovering) => Vote::Recovering,
+        Some(AcquireReply::Recovering { .. }) => Vote::Recovering,
         None => {
             tracing::warn!(node, ?reply, "unexpected redlock acquire reply");
             Vote::Failed

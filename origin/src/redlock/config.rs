@@ -22,9 +22,16 @@ const MAX_TTL_CEILING: Duration = Duration::from_secs(24 * 60 * 60);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedlockConfig {
-    /// Prefix of every key this lock writes (`<prefix>lock:<key>`, `<prefix>fence:<key>`,
-    /// `<prefix>node:*`). Processes sharing locks must share it.
+    /// Prefix of the keys this lock writes per locked resource: `<key_prefix>lock:<key>` and
+    /// `<key_prefix>fence:<key>`. The lock adds nothing else to the caller's key, so a caller
+    /// that owns a namespace passes it here (the origin: `REDIS_KEY_PREFIX` + `:`) and bare
+    /// resource names to `acquire`. Processes sharing locks must share it.
     pub key_prefix: String,
+    /// Prefix of the per-node keys of the restart guard (`<node_key_prefix>node:incarnation`,
+    /// `<node_key_prefix>node:recovering`). They describe the node, not a caller's resources, so
+    /// every lock client using a node should share them (default `redlock:`): the first to meet
+    /// a node that came back empty starts the one recovery window everybody then respects.
+    pub node_key_prefix: String,
     /// Longest TTL that `acquire` and `extend` accept. It is also the restart guard: a node that
     /// comes back empty refuses to vote for `max_ttl` plus drift, so that every lease it may have
     /// granted before the restart has expired first. Every process using the same nodes must use
@@ -67,12 +74,19 @@ pub struct RedlockConfig {
     /// Longest back-off of an open breaker, i.e. the longest a node that came back stays
     /// skipped before a probe readmits it. At least `breaker_base_backoff`.
     pub breaker_max_backoff: Duration,
+    /// How long fewer than a quorum of nodes may be unable to vote (breakers open, or in their
+    /// restart recovery window) before acquires stop trying: after that, every acquire fails at
+    /// once with [`QuorumLost`](super::RedlockError::QuorumLost), without contacting a node,
+    /// until probes readmit enough nodes (or their recovery windows end). Shorter losses are
+    /// blips, which acquires ride out as before. At most 24 h.
+    pub quorum_loss_grace: Duration,
 }
 
 impl Default for RedlockConfig {
     fn default() -> Self {
         Self {
             key_prefix: "redlock:".to_owned(),
+            node_key_prefix: "redlock:".to_owned(),
             max_ttl: Duration::from_secs(10),
             node_timeout_ratio: 0.02,
             node_timeout_min: Duration::from_millis(10),
@@ -87,6 +101,7 @@ impl Default for RedlockConfig {
             breaker_failure_threshold: 3,
             breaker_base_backoff: Duration::from_millis(100),
             breaker_max_backoff: Duration::from_secs(2),
+            quorum_loss_grace: Duration::from_secs(1),
         }
     }
 }
@@ -99,6 +114,12 @@ impl RedlockConfig {
         };
         if self.key_prefix.is_empty() {
             return bad("key_prefix", "must not be empty");
+        }
+        if self.node_key_prefix.is_empty() {
+            return bad("node_key_prefix", "must not be empty");
+        }
+        if self.quorum_loss_grace > MAX_TTL_CEILING {
+            return bad("quorum_loss_grace", "must be at most 24 h");
         }
         if self.max_ttl < Duration::from_millis(1) || self.max_ttl > MAX_TTL_CEILING {
             return bad("max_ttl", "must be between 1 ms and 24 h");
@@ -253,6 +274,14 @@ mod tests {
         let cases = [
             RedlockConfig {
                 key_prefix: String::new(),
+                ..RedlockConfig::default()
+            },
+            RedlockConfig {
+                node_key_prefix: String::new(),
+                ..RedlockConfig::default()
+            },
+            RedlockConfig {
+                quorum_loss_grace: Duration::from_secs(25 * 3600),
                 ..RedlockConfig::default()
             },
             RedlockConfig {

@@ -1,5 +1,6 @@
 //! The errors of the lock ([`RedlockError`]) and of its configuration ([`ConfigError`]). They are
-//! shaped for callers' decisions: `Contended` means wait or queue, `Unreachable` means 503, and
+//! shaped for callers' decisions: `Contended` means wait or queue, `Unreachable` means 503 (or
+//! retry within a deadline: it may be a blip), `QuorumLost` means 503 now, and
 //! `ValidityTooShort` / `Lost` mean the protected work must not start or go on.
 
 use std::time::Duration;
@@ -22,6 +23,24 @@ pub enum RedlockError {
         nodes: usize,
         /// Votes needed.
         quorum: usize,
+    },
+    /// Fewer than a quorum of nodes have been unable to vote (circuit breakers open, or in
+    /// their restart recovery window) for longer than
+    /// [`RedlockConfig::quorum_loss_grace`](super::RedlockConfig::quorum_loss_grace): the loss
+    /// is known, not a blip, so the acquire was refused at once without contacting any node.
+    /// Retrying before probes readmit enough nodes cannot help; answer 503.
+    #[error(
+        "only {voting} of {nodes} Redis nodes can vote, {quorum} needed, and it has been so for {lost_for:?}"
+    )]
+    QuorumLost {
+        /// Nodes able to vote now, as far as the lock knows.
+        voting: usize,
+        /// Configured nodes.
+        nodes: usize,
+        /// Votes needed.
+        quorum: usize,
+        /// How long fewer than a quorum have been able to vote.
+        lost_for: Duration,
     },
     /// A quorum granted the lock, but by the time it did, too little validity was left (the
     /// attempt took most of the TTL). The partial acquisition was released.

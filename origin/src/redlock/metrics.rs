@@ -82,6 +82,10 @@ pub struct RedlockMetrics {
     /// `redlock_node_breaker_transitions_total{node,addr,to="open|closed"}`: breaker openings
     /// (from closed) and closings.
     breaker_transitions: Family<TransitionLabel, Counter>,
+    /// `redlock_quorum_lost`: lock clients sharing these metrics that refuse acquires at once
+    /// because fewer than a quorum of nodes have been able to vote for longer than the grace
+    /// (0 or 1 in the origin), as of the last acquire or readiness check.
+    quorum_lost: Gauge,
 }
 
 impl Default for RedlockMetrics {
@@ -97,6 +101,7 @@ impl Default for RedlockMetrics {
             release_remaining: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             breaker_open: Family::default(),
             breaker_transitions: Family::default(),
+            quorum_lost: Gauge::default(),
         }
     }
 }
@@ -146,7 +151,21 @@ impl RedlockMetrics {
             "Redlock node circuit breaker openings and closings",
             metrics.breaker_transitions.clone(),
         );
+        registry.register(
+            "redlock_quorum_lost",
+            "Redlock clients refusing acquires at once: fewer than a quorum of nodes could vote for longer than the grace",
+            metrics.quorum_lost.clone(),
+        );
         metrics
+    }
+
+    /// A client started (`true`) or stopped refusing acquires for a known quorum loss.
+    pub(crate) fn quorum_loss_changed(&self, lost: bool) {
+        if lost {
+            self.quorum_lost.inc();
+        } else {
+            self.quorum_lost.dec();
+        }
     }
 
     /// Makes the node's breaker series exist (at zero) before anything happens to it.

@@ -14,6 +14,7 @@
 //!     }
 //!     Err(RedlockError::Contended) => { /* someone else holds it: wait or queue */ }
 //!     Err(RedlockError::Unreachable { .. }) => { /* too few nodes: answer 503 */ }
+//!     Err(RedlockError::QuorumLost { .. }) => { /* known to be down for a while: 503 now */ }
 //!     Err(other) => return Err(other),
 //! }
 //! # Ok(()) }
@@ -43,6 +44,14 @@
 //!   machine-wide stall would otherwise become an outage for a whole back-off). Openings are
 //!   logged as warnings, closings as info, and exported as `redlock_node_breaker_open` and
 //!   `redlock_node_breaker_transitions_total`.
+//! * **A known quorum loss fails fast** (`standing.rs`): a node can vote when its breaker is
+//!   closed and it is not in its restart recovery window (which it reports, with the time left,
+//!   to acquires and probes). Once fewer than a quorum have been unable to vote for longer than
+//!   [`RedlockConfig::quorum_loss_grace`] (default 1 s), every acquire fails at once with
+//!   [`RedlockError::QuorumLost`], contacting no node, until probes readmit enough nodes and
+//!   their recovery windows are over; a shorter loss is a blip, ridden out by the retries as
+//!   before. [`Redlock::quorum_status`] tells where things stand; the start and the end of such a
+//!   loss are logged once (warning, info) and exported as `redlock_quorum_lost`.
 //! * **A failed attempt cleans up before retrying**: compare-and-delete on every node that
 //!   granted (waited for), and, in the background, on every node that failed or had not
 //!   answered (a timed-out command may still have run; on the same connection the delete runs
@@ -57,7 +66,8 @@
 //!   confirms within the lease's current validity.
 //! * **Errors** say what to do: [`RedlockError::Contended`] (enough nodes voted, others' locks
 //!   took the votes: wait), [`RedlockError::Unreachable`] (fewer than a quorum of nodes could
-//!   vote: 503), [`RedlockError::ValidityTooShort`], [`RedlockError::Lost`].
+//!   vote: 503, or retry within a deadline), [`RedlockError::QuorumLost`] (too few nodes for
+//!   longer than the grace: 503 now), [`RedlockError::ValidityTooShort`], [`RedlockError::Lost`].
 //!
 //! # Fencing tokens
 //!
@@ -82,8 +92,8 @@
 //! spec's answer is to keep a restarted node out of the game for a bit more than the longest
 //! TTL. This module enforces that *on the node itself*, so no operator step can forget it:
 //!
-//! * every node carries an incarnation marker (`<prefix>node:incarnation`, no TTL). The acquire
-//!   and health scripts, finding it missing (first use, restart without persistence,
+//! * every node carries an incarnation marker (`<node_key_prefix>node:incarnation`, no TTL).
+//!   The acquire and health scripts, finding it missing (first use, restart without persistence,
 //!   `FLUSHALL`), create it together with a recovery flag that expires after
 //!   `max_ttl + drift(max_ttl)` ([`RedlockConfig::max_ttl`]);
 //! * while the flag lives the node answers "recovering" and does not vote (it counts as
@@ -109,11 +119,22 @@
 //! This is the one place wall clocks matter; it matters only after a node lost its data. Fences
 //! are therefore large numbers (around 2^51), still far inside `i64`.
 //!
+//! A store that refuses a lease's fence as stale because it has seen a higher one that these
+//! counters did not issue (counters under other key names after an upgrade or a rollback, a
+//! counter recreated by a client whose clock ran behind) would refuse every later fence too:
+//! [`Redlock::raise_fence`] lets the holder raise the key's counters to the store's fence (never
+//! lowering them, so always safe), and the next holder's fence is above it.
+//!
 //! # Deployment notes
 //!
 //! * Nodes must be independent masters (no replication between them), Redis ≥ 5 (scripts are
-//!   replicated by effect). Keys used: `<prefix>lock:<key>` (with TTL), `<prefix>fence:<key>`
-//!   (one small counter per key, no TTL), `<prefix>node:*`. Use an eviction policy that cannot
+//!   replicated by effect). Keys used: `<key_prefix>lock:<key>` (with TTL) and
+//!   `<key_prefix>fence:<key>` (one small counter per key, no TTL) — the lock adds nothing else
+//!   to the caller's key, so a caller with its own namespace passes it as
+//!   [`RedlockConfig::key_prefix`] and bare resource names (the origin: `flashgate:` and
+//!   `sku:<SKU>`, giving `flashgate:lock:sku:<SKU>`) — and the restart guard's per-node
+//!   `<node_key_prefix>node:incarnation` and `…node:recovering` (default `redlock:`, shared by
+//!   every client of the node: they describe the node). Use an eviction policy that cannot
 //!   evict keys without TTL (`noeviction` or `volatile-*`): an evicted counter or marker is
 //!   handled as a restart, which is safe but costs a recovery window.
 //! * URLs naming the same node twice are rejected; two different names for one node (e.g.
@@ -130,11 +151,13 @@
 //! `redlock_node_errors_total{node="<index>"}`, `redlock_extend_failures_total`,
 //! `redlock_release_validity_remaining_seconds` (histogram),
 //! `redlock_node_breaker_open{node,addr}` (gauge),
-//! `redlock_node_breaker_transitions_total{node,addr,to="open|closed"}`. See [`RedlockMetrics`].
+//! `redlock_node_breaker_transitions_total{node,addr,to="open|closed"}`, `redlock_quorum_lost`
+//! (gauge). A [`RedlockError::QuorumLost`] is counted as `result="unreachable"`. See
+//! [`RedlockMetrics`].
 //!
 //! # Audit trail
 //!
-//! Every acquire, extend and release call is one `tracing` event with target
+//! Every acquire, extend, release and fence raise call is one `tracing` event with target
 //! `flashgate::audit` ([`AUDIT_TARGET`]): resource, result, fence, attempts, granted nodes,
 //! validity, elapsed time, and the caller's batch id when given ([`Redlock::with_batch_id`],
 //! [`Lease::set_batch_id`]). See `audit.rs` for the fields.
@@ -149,10 +172,11 @@ mod lease;
 mod metrics;
 mod node;
 mod scripts;
+mod standing;
 mod tally;
 
 pub use audit::TARGET as AUDIT_TARGET;
-pub use client::{NodeState, Redlock};
+pub use client::{NodeState, QuorumStatus, Redlock};
 pub use config::RedlockConfig;
 pub use error::{ConfigError, RedlockError};
 pub use lease::Lease;

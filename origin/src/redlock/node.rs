@@ -1,8 +1,9 @@
 //! One Redis node: its long-lived multiplexed connection (redis-rs `ConnectionManager`, which
 //! reconnects in the background), running a script on it under a per-node timeout (failures
-//! counted in `redlock_node_errors_total{node}`), and its circuit breaker ([`super::breaker`]):
-//! the node's calls feed it, a background task probes the node while it is open, and its
-//! transitions are logged and exported (`redlock_node_breaker_*`).
+//! counted in `redlock_node_errors_total{node}`), and its standing ([`super::standing`]: its
+//! circuit breaker and restart recovery window): the node's calls feed it, a background task
+//! probes the node while the breaker is open, and breaker transitions are logged and exported
+//! (`redlock_node_breaker_*`).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -11,10 +12,11 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
-use super::breaker::{Breaker, Transition};
+use super::breaker::Transition;
 use super::config::RedlockConfig;
 use super::error::ConfigError;
 use super::metrics::RedlockMetrics;
+use super::standing::{Seen, Standing};
 
 /// A Redis node taking part in the lock.
 pub(crate) struct Node {
@@ -29,8 +31,9 @@ pub(crate) struct Node {
     /// Cheap to clone; every clone multiplexes over the same TCP connection. Created lazily, so
     /// a node that is down at startup does not stop the lock from being built.
     connection: ConnectionManager,
-    /// A std mutex: held only for a few field updates, never across an `.await`.
-    breaker: Mutex<Breaker>,
+    /// Circuit breaker and recovery window. A std mutex: held only for a few field updates,
+    /// never across an `.await`.
+    standing: Mutex<Standing>,
     /// What the breaker's probe runs: the health script, which also starts the restart guard
     /// of a node that came back empty, so its recovery window begins at readmission.
     probe: Arc<ScriptInvocation<'static>>,
@@ -87,7 +90,7 @@ impl Node {
                 addr,
                 metrics: metrics.clone(),
                 connection,
-                breaker: Mutex::new(Breaker::new(config.breaker())),
+                standing: Mutex::new(Standing::new(config.breaker())),
                 probe: Arc::clone(probe),
                 probe_timeout: config.node_timeout_max,
             }));
@@ -116,12 +119,23 @@ impl Node {
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
     ) -> Result<T, NodeError> {
+        self.run_seen(invocation, timeout, |_| Seen::Answered).await
+    }
+
+    /// [`Node::run`], where `seen` reads from the reply what it says about the node's ability
+    /// to vote (recovering or not), recorded together with the breaker's bookkeeping.
+    pub(crate) async fn run_seen<T: FromRedisValue>(
+        self: &Arc<Self>,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+        seen: impl FnOnce(&T) -> Seen,
+    ) -> Result<T, NodeError> {
         let started = Instant::now();
         let mut connection = self.connection.clone();
         let call = invocation.invoke_async(&mut connection);
         let error = match tokio::time::timeout(timeout, call).await {
             Ok(Ok(value)) => {
-                let moved = self.breaker().on_success(Instant::now());
+                let moved = self.standing().on_answer(seen(&value), Instant::now());
                 self.apply(moved);
                 return Ok(value);
             }
@@ -129,7 +143,7 @@ impl Node {
             Err(_elapsed) => NodeError::Timeout,
         };
         let moved = self
-            .breaker()
+            .standing()
             .on_failure(started, Instant::now(), &mut rand::rng());
         self.apply(moved);
         self.metrics.node_error(&self.label);
@@ -137,9 +151,26 @@ impl Node {
         Err(error)
     }
 
+    /// Runs the health script (`invocation`, the probe's): `Ok(0)` when the node can vote, else
+    /// the ms left in its recovery window.
+    pub(crate) async fn health(
+        self: &Arc<Self>,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<i64, NodeError> {
+        self.run_seen(invocation, timeout, |ms: &i64| health_seen(*ms))
+            .await
+    }
+
     /// Whether the breaker is closed, i.e. operations contact the node.
     pub(crate) fn is_admitted(&self) -> bool {
-        self.breaker().is_closed()
+        self.standing().breaker().is_closed()
+    }
+
+    /// Since when the node has been unable to vote (breaker open, or in its recovery window);
+    /// `None` if it can vote at `now`.
+    pub(crate) fn out_since(&self, now: Instant) -> Option<Instant> {
+        self.standing().out_since(now)
     }
 
     /// Logs and exports a breaker transition; an opening starts the background prober.
@@ -157,7 +188,7 @@ impl Node {
                     backoff_ms = millis(backoff),
                     "redlock node circuit breaker opened: the node is skipped until a probe sees it answer"
                 );
-                let episode = self.breaker().episode();
+                let episode = self.standing().breaker().episode();
                 self.spawn_prober(episode);
             }
             Transition::Reopened { backoff } => {
@@ -192,7 +223,8 @@ impl Node {
             loop {
                 let wait = {
                     let Some(node) = weak.upgrade() else { return };
-                    let breaker = node.breaker();
+                    let standing = node.standing();
+                    let breaker = standing.breaker();
                     if breaker.episode() != episode {
                         return;
                     }
@@ -204,37 +236,47 @@ impl Node {
                 tokio::time::sleep(wait).await;
                 let Some(node) = weak.upgrade() else { return };
                 {
-                    let mut breaker = node.breaker();
+                    let mut standing = node.standing();
+                    let breaker = standing.breaker();
                     if breaker.episode() != episode || breaker.is_closed() {
                         return;
                     }
-                    if !breaker.start_probe(Instant::now()) {
+                    if !standing.start_probe(Instant::now()) {
                         continue;
                     }
                 }
-                let healthy = node.probe_once().await;
+                let answer = node.probe_once().await;
                 let moved =
-                    node.breaker()
-                        .probe_finished(healthy, Instant::now(), &mut rand::rng());
+                    node.standing()
+                        .probe_finished(answer, Instant::now(), &mut rand::rng());
                 node.apply(moved);
             }
         });
     }
 
-    /// One probe: the health script within the probe timeout. Not counted as a node error (it
-    /// is the breaker's business, and would make a dead node's error count grow forever).
-    async fn probe_once(&self) -> bool {
+    /// One probe: the health script within the probe timeout; what the node said, `None` if
+    /// it did not answer. Not counted as a node error (it is the breaker's business, and would
+    /// make a dead node's error count grow forever).
+    async fn probe_once(&self) -> Option<Seen> {
         let mut connection = self.connection.clone();
         let call = self.probe.invoke_async::<i64>(&mut connection);
-        matches!(
-            tokio::time::timeout(self.probe_timeout, call).await,
-            Ok(Ok(_))
-        )
+        match tokio::time::timeout(self.probe_timeout, call).await {
+            Ok(Ok(ms)) => Some(health_seen(ms)),
+            _ => None,
+        }
     }
 
-    fn breaker(&self) -> MutexGuard<'_, Breaker> {
+    fn standing(&self) -> MutexGuard<'_, Standing> {
         // The state is a few fields, valid whatever a panicking holder left half-done.
-        self.breaker.lock().unwrap_or_else(PoisonError::into_inner)
+        self.standing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a health script reply (0, or the ms of recovery left) says about the node.
+fn health_seen(recovering_ms: i64) -> Seen {
+    match u64::try_from(recovering_ms) {
+        Ok(ms) if ms > 0 => Seen::Recovering(Duration::from_millis(ms)),
+        _ => Seen::Voting,
     }
 }
 

@@ -117,8 +117,8 @@ pub(crate) enum AcquireReply {
     Granted { fence: u64 },
     /// Another owner's lock is there.
     Held,
-    /// The node is in its restart recovery window.
-    Recovering,
+    /// The node is in its restart recovery window for `remaining_ms` more.
+    Recovering { remaining_ms: u64 },
 }
 
 impl AcquireReply {
@@ -129,7 +129,9 @@ impl AcquireReply {
                 .ok()
                 .map(|fence| Self::Granted { fence }),
             (1, _) => Some(Self::Held),
-            (2, _) => Some(Self::Recovering),
+            (2, pttl) => Some(Self::Recovering {
+                remaining_ms: u64::try_from(pttl).unwrap_or(0),
+            }),
             _ => None,
         }
     }
@@ -148,7 +150,7 @@ mod tests {
         assert_eq!(AcquireReply::decode((1, 900)), Some(AcquireReply::Held));
         assert_eq!(
             AcquireReply::decode((2, 10)),
-            Some(AcquireReply::Recovering)
+            Some(AcquireReply::Recovering { remaining_ms: 10 })
         );
         assert_eq!(
             AcquireReply::decode((0, -1)),

@@ -205,3 +205,150 @@ async fn a_quorum_blip_within_the_deadline_is_not_a_503(pool: PgPool) {
     assert!(results.iter().all(|(s, _)| *s == 201), "{results:?}");
     assert_invariants(&pool, "BLIP").await;
 }
+
+/// One purchase, timed: (status, Retry-After present, latency).
+async fn timed_buy(app: &TestApp, i: usize, sku: &str) -> (u16, bool, Duration) {
+    let started = Instant::now();
+    let res = app.buy(&format!("u{i}"), &format!("k{i}"), sku, 1).await;
+    (
+        res.status().as_u16(),
+        res.headers().contains_key("retry-after"),
+        started.elapsed(),
+    )
+}
+
+async fn readyz(app: &TestApp) -> (u16, serde_json::Value) {
+    let res = app
+        .client
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .expect("readyz");
+    let status = res.status().as_u16();
+    let text = res.text().await.expect("readyz body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// Issue 13 item 8. Two of three nodes SIGKILLed mid-sale: once the loss has outlasted the
+/// grace (`REDLOCK_QUORUM_LOSS_GRACE_MS`, 1 s), purchases answer 503 + Retry-After at once
+/// instead of each retrying until its 3 s deadline, and `/readyz` says why. The nodes restarted
+/// on the same ports (empty: each sits out its restart guard) are readmitted by the breakers'
+/// probes, and the sale resumes without restarting the origin.
+#[sqlx::test(migrations = "./migrations")]
+async fn a_known_quorum_loss_answers_503_at_once_and_the_sale_resumes_when_nodes_return(
+    pool: PgPool,
+) {
+    let mut nodes = RedisNodes::start(3).await;
+    let urls = nodes.urls().join(",");
+    // The default deadline (3 s): what every purchase used to wait during a quorum loss.
+    let app = Arc::new(spawn_app_with(pool.clone(), &[("REDIS_URLS", urls.as_str())]).await);
+    app.put_sku("LOSS", 1000, 1000).await;
+    let first = wave(std::slice::from_ref(&app), 0, 20, "LOSS").await;
+    assert!(first.iter().all(|(s, _)| *s == 201), "{first:?}");
+
+    nodes.kill(0);
+    nodes.kill(1);
+    let killed = Instant::now();
+    // The first purchases find the loss out (breakers open) and ride it out for the grace.
+    let (status, retry_after, took) = timed_buy(&app, 100, "LOSS").await;
+    assert!(status == 503 && retry_after, "{status} {retry_after}");
+    eprintln!("first purchase after the kill: 503 in {took:?}");
+
+    // From now on the loss is known: every purchase is a 503 with Retry-After, at once. 500 ms
+    // leaves room for a loaded 2-core machine and is far below the 3 s a retrying purchase takes.
+    let bound = Duration::from_millis(500);
+    let mut latencies = Vec::new();
+    for i in 0..10 {
+        let (status, retry_after, took) = timed_buy(&app, 200 + i, "LOSS").await;
+        assert!(
+            status == 503 && retry_after,
+            "purchase {i} during the loss: {status}, Retry-After {retry_after}"
+        );
+        latencies.push(took);
+    }
+    let concurrent = join_all((0..20).map(|i| {
+        let app = app.clone();
+        tokio::spawn(async move { timed_buy(&app, 300 + i, "LOSS").await })
+    }))
+    .await;
+    for result in concurrent {
+        let (status, retry_after, took) = result.expect("task");
+        assert!(status == 503 && retry_after, "{status} {retry_after}");
+        latencies.push(took);
+    }
+    let worst = latencies.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "{} purchases during the loss ({:?} after the kill): worst {worst:?}, all {latencies:?}",
+        latencies.len(),
+        killed.elapsed()
+    );
+    assert!(
+        latencies.iter().all(|took| *took < bound),
+        "a known quorum loss must answer at once, not at the deadline: {latencies:?}"
+    );
+
+    let (status, body) = readyz(&app).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "unavailable", "{body}");
+    assert_eq!(body["reason"], "lock_quorum_lost", "{body}");
+    assert_eq!(body["lock"]["failing_fast"], true, "{body}");
+    assert_eq!(body["lock"]["voting"], 1, "{body}");
+    assert_eq!(body["lock"]["quorum"], 2, "{body}");
+    assert_eq!(
+        body["lock"]["node_states"],
+        serde_json::json!(["unreachable", "unreachable", "ready"]),
+        "{body}"
+    );
+    assert!(
+        body["lock"]["quorum_lost_ms"].as_u64().unwrap_or(0) >= 1000,
+        "{body}"
+    );
+    assert!(
+        app.metrics().await.contains("redlock_quorum_lost 1"),
+        "the gauge shows the loss"
+    );
+
+    // Back on the same ports, empty: probes readmit them, they sit out their restart guard
+    // (one LOCK_TTL_MS, 2 s), then the sale resumes — same origin process throughout.
+    nodes.restart(0).await;
+    nodes.restart(1).await;
+    let restarted = Instant::now();
+    let deadline = restarted + Duration::from_secs(40);
+    let mut i = 1000;
+    let mut slowest_503 = Duration::ZERO;
+    loop {
+        let (status, retry_after, took) = timed_buy(&app, i, "LOSS").await;
+        i += 1;
+        if status == 201 {
+            break;
+        }
+        // Refused at once until a probe readmits them and their restart guard is over.
+        assert!(status == 503 && retry_after, "while recovering: {status}");
+        slowest_503 = slowest_503.max(took);
+        assert!(
+            Instant::now() < deadline,
+            "the sale did not resume after the nodes came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "sale resumed {:?} after the restart; slowest 503 meanwhile {slowest_503:?}",
+        restarted.elapsed()
+    );
+    assert!(
+        slowest_503 < bound,
+        "while the nodes sat out their restart guard: {slowest_503:?}"
+    );
+    let resumed = wave(std::slice::from_ref(&app), 2000, 20, "LOSS").await;
+    assert!(resumed.iter().all(|(s, _)| *s == 201), "{resumed:?}");
+    let (status, body) = readyz(&app).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        app.metrics().await.contains("redlock_quorum_lost 0"),
+        "the gauge is back to 0"
+    );
+    assert_invariants(&pool, "LOSS").await;
+}

@@ -9,6 +9,7 @@ mod faults;
 mod helpers;
 mod hostile;
 mod limits;
+mod lock_keys;
 #[path = "../common/processes.rs"]
 mod processes;
 mod purchases;
