@@ -77,3 +77,41 @@ async fn a_sku_created_right_after_being_unknown_sells_normally(pool: PgPool) {
     assert_problem(replay, 404, "unknown_sku").await;
     assert_eq!(a.stock("NEW").await, 1);
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn without_single_flight_unknown_skus_take_no_lock_either(pool: PgPool) {
+    let nodes = RedisNodes::start(3).await;
+    let urls = nodes.urls().join(",");
+    let app = spawn_app_with(
+        pool.clone(),
+        &[("REDIS_URLS", urls.as_str()), ("SINGLE_FLIGHT", "false")],
+    )
+    .await;
+    let sizes = dbsizes(&nodes).await;
+    for i in 0..20 {
+        let sku = format!("MADE-UP-{i}");
+        assert_problem(
+            app.buy("u", &format!("m{i}"), &sku, 1).await,
+            404,
+            "unknown_sku",
+        )
+        .await;
+    }
+    assert_eq!(dbsizes(&nodes).await, sizes, "no Redis key created");
+    assert_eq!(
+        metric(&app.metrics().await, "origin_lock_acquisitions_total"),
+        0.0
+    );
+    // Created after being unknown: the stored 404 still replays, and it sells under the lock.
+    assert_eq!(app.put_sku("MADE-UP-0", 1, 1).await.status(), 200);
+    let replay = app.buy("u", "m0", "MADE-UP-0", 1).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_problem(replay, 404, "unknown_sku").await;
+    assert_eq!(app.buy("u", "n0", "MADE-UP-0", 1).await.status(), 201);
+    assert_eq!(
+        metric(&app.metrics().await, "origin_lock_acquisitions_total"),
+        2.0,
+        "the replay and the sale, each under the lock"
+    );
+    assert_problem(app.buy("v", "n1", "MADE-UP-0", 1).await, 409, "sold_out").await;
+}
