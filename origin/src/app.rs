@@ -15,7 +15,7 @@ use crate::metrics::Metrics;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use crate::purchase::combiner::Context;
-use crate::purchase::soldout::SoldOutMarks;
+use crate::purchase::knowledge::SaleKnowledge;
 use crate::redlock::{Redlock, RedlockConfig};
 use crate::routes::{self, AppState};
 use crate::settings::{HttpSettings, Settings};
@@ -83,14 +83,13 @@ impl Application {
             quorum_loss_grace: settings.redlock_quorum_loss_grace,
             ..RedlockConfig::default()
         };
-        let lock = Redlock::connect_clients(clients.clone(), config, metrics.redlock.clone())
+        let lock = Redlock::connect_clients(clients, config, metrics.redlock.clone())
             .await
             .context("configuring Redlock from REDIS_URLS")?;
-        let marks = SoldOutMarks::from_clients(clients, &settings.redis_key_prefix);
         let purchases = PurchaseService::new(Context {
             pool: pool.clone(),
             lock: lock.clone(),
-            marks: Arc::new(marks),
+            knowledge: Arc::new(SaleKnowledge::new()),
             metrics: metrics.clone(),
             settings: settings.purchase.clone(),
             key_prefix: settings.redis_key_prefix.clone(),

@@ -61,7 +61,8 @@ pub struct Metrics {
     pub lock_yields: Counter,
     /// `origin_units_sold_total`: units committed (lock acquisitions per unit = ratio of the two).
     pub units_sold: Counter,
-    /// `origin_sold_out_fast_path_total`: answers given from the sold-out mark, without lock or DB.
+    /// `origin_sold_out_fast_path_total`: `sold_out` answers given from the process's knowledge
+    /// that the SKU is sold out (`purchase::knowledge`), without lock or transaction.
     pub sold_out_fast_path: Counter,
     /// `origin_shed_total`: requests refused with 503 by load shedding (full queue, deadline).
     pub shed: Counter,

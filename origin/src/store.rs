@@ -5,13 +5,18 @@
 //! reuse, unknown SKU, stock, per-user cap — then writes every order, every stored outcome and the
 //! stock decrement, and commits. Two origins racing, or a holder whose Redlock lease was lost,
 //! still cannot oversell: the row lock serializes them, `CHECK (stock >= 0)` refuses the
-//! impossible, and the fencing token refuses a stale lock holder's batch.
+//! impossible, and the fencing token refuses a stale lock holder's batch. A batch for a SKU that
+//! does not exist sells nothing and is decided without the lease ([`BatchMode::UnknownSkuOnly`]:
+//! if the SKU turns out to exist, nothing is decided), so made-up SKUs never reach Redis.
 //!
 //! One attempt never fails its batch: a key whose order exists but whose stored answer was purged
 //! is decided ([`Decision::KeySpent`]) before the write, and a row of the same (user, key) that
 //! another transaction (another SKU's batch, another process) commits meanwhile makes the write
 //! fail with [`StoreError::Conflict`] — nothing committed, and the retry decides that attempt from
 //! the committed row while the others commit.
+//!
+//! [`sale_state`] (generation and stock by primary key, no lock) and [`buyers`] feed the
+//! purchase path's knowledge of which SKUs exist and which are sold out (`purchase::knowledge`).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -83,8 +88,28 @@ pub struct BatchResult {
     pub decisions: Vec<Decision>,
     /// Units left after the batch; `None` when the SKU does not exist.
     pub remaining: Option<i64>,
+    /// The sale generation the batch decided in; `None` when the SKU does not exist.
+    pub generation: Option<i64>,
     /// Units sold by this batch.
     pub units_sold: i64,
+}
+
+/// Which batches [`decide_batch`] may decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Whatever the SKU's state: the caller holds the SKU's lease (or, in tests, no lock at all).
+    Sell,
+    /// Only if the SKU does not exist — every attempt is then `404 unknown_sku` or a replay —
+    /// without the SKU's lease and without waiting for its row; if it exists, nothing is decided
+    /// ([`StoreError::SkuExists`]) and the caller takes the lease.
+    UnknownSkuOnly,
+}
+
+/// A SKU's sale as of one read: the generation (bumped by every PUT) and the units left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct SaleState {
+    pub generation: i64,
+    pub stock: i64,
 }
 
 /// Errors at the database boundary.
@@ -105,6 +130,9 @@ pub enum StoreError {
     /// The caller's lease would expire before the commit: rolled back, nothing committed.
     #[error("lease validity ran out before commit; rolled back")]
     LeaseExpired,
+    /// [`BatchMode::UnknownSkuOnly`], but the SKU exists (it was just created): nothing decided.
+    #[error("sku exists (generation {}); decide under its lease", .0.generation)]
+    SkuExists(SaleState),
     /// Anything else is a bug.
     #[error("database error: {0}")]
     Unexpected(#[source] sqlx::Error),
@@ -217,16 +245,35 @@ impl From<SkuRow> for SkuView {
     }
 }
 
+/// A SKU's sale as stored by [`upsert_sku`].
+#[derive(Debug, Clone)]
+pub struct UpsertedSku {
+    pub view: SkuView,
+    /// 1 for a new SKU; every PUT of an existing SKU adds one.
+    pub generation: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct UpsertedRow {
+    #[sqlx(flatten)]
+    sku: SkuRow,
+    generation: i64,
+}
+
 /// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`.
-pub async fn upsert_sku(pool: &PgPool, sku: &Sku, sale: &SkuUpsert) -> Result<SkuView, StoreError> {
-    let row: SkuRow = sqlx::query_as(
+pub async fn upsert_sku(
+    pool: &PgPool,
+    sku: &Sku,
+    sale: &SkuUpsert,
+) -> Result<UpsertedSku, StoreError> {
+    let row: UpsertedRow = sqlx::query_as(
         "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user)
          VALUES ($1, $2, $3, $4, $4, $5)
          ON CONFLICT (sku) DO UPDATE SET
              name = EXCLUDED.name, price_cents = EXCLUDED.price_cents,
              initial_stock = EXCLUDED.initial_stock, stock = EXCLUDED.stock,
              max_per_user = EXCLUDED.max_per_user, generation = skus.generation + 1, updated_at = now()
-         RETURNING sku, name, price_cents, stock, max_per_user",
+         RETURNING sku, name, price_cents, stock, max_per_user, generation",
     )
     .bind(sku.as_str())
     .bind(&sale.name)
@@ -235,7 +282,30 @@ pub async fn upsert_sku(pool: &PgPool, sku: &Sku, sale: &SkuUpsert) -> Result<Sk
     .bind(sale.max_per_user)
     .fetch_one(pool)
     .await?;
-    Ok(row.into())
+    Ok(UpsertedSku {
+        view: row.sku.into(),
+        generation: row.generation,
+    })
+}
+
+/// A SKU's generation and stock by primary key, without any lock (`None`: no such SKU).
+pub async fn sale_state(pool: &PgPool, sku: &Sku) -> Result<Option<SaleState>, StoreError> {
+    let row = sqlx::query_as("SELECT generation, stock FROM skus WHERE sku = $1")
+        .bind(sku.as_str())
+        .fetch_optional(pool)
+        .await?;
+    Ok(row)
+}
+
+/// The (user, key) pairs holding a stored 201 for `sku`, of every generation.
+pub async fn buyers(pool: &PgPool, sku: &Sku) -> Result<Vec<(String, String)>, StoreError> {
+    let rows = sqlx::query_as(
+        "SELECT user_id, idempotency_key FROM idempotency_records WHERE sku = $1 AND status = 201",
+    )
+    .bind(sku.as_str())
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
 }
 
 /// The current view of a SKU, `None` when there is no sale for it.
@@ -348,22 +418,35 @@ fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
 /// Decides `attempts` (all for `sku`) in arrival order in one transaction; see the module docs.
 /// `fence` is the Redlock fencing token of the caller's lease (`None` without a lock) and
 /// `commit_by` the instant after which the lease may be gone: past it, the transaction rolls back
-/// instead of committing ([`StoreError::LeaseExpired`]).
+/// instead of committing ([`StoreError::LeaseExpired`]). `mode` says whether the batch may sell.
 pub async fn decide_batch(
     pool: &PgPool,
     sku: &Sku,
     attempts: &[Attempt],
     fence: Option<u64>,
     commit_by: Option<Instant>,
+    mode: BatchMode,
 ) -> Result<BatchResult, StoreError> {
     let mut tx = pool.begin().await?;
 
-    let locked: Option<LockedSku> = sqlx::query_as(
-        "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1 FOR UPDATE",
-    )
+    let locked: Option<LockedSku> = sqlx::query_as(match mode {
+        BatchMode::Sell => {
+            "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1 FOR UPDATE"
+        }
+        // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
+        BatchMode::UnknownSkuOnly => {
+            "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1"
+        }
+    })
     .bind(sku.as_str())
     .fetch_optional(&mut *tx)
     .await?;
+    if let (Some(row), BatchMode::UnknownSkuOnly) = (&locked, mode) {
+        return Err(StoreError::SkuExists(SaleState {
+            generation: row.generation,
+            stock: row.stock,
+        }));
+    }
     let fence = fence.map(|f| i64::try_from(f).unwrap_or(i64::MAX));
     if let (Some(row), Some(presented)) = (&locked, fence) {
         if presented < row.fence {
@@ -568,7 +651,8 @@ pub async fn decide_batch(
     tx.commit().await?;
     Ok(BatchResult {
         decisions,
-        remaining: locked.map(|_| stock),
+        remaining: locked.as_ref().map(|_| stock),
+        generation: locked.map(|r| r.generation),
         units_sold,
     })
 }

@@ -12,6 +12,14 @@
 //! Lease guard: a batch starts only with at least `commit_budget` of validity left, rolls back if
 //! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
 //! row checks — a stale holder's batch commits nothing.
+//!
+//! Before contending, the combiner consults what the process knows of the SKU ([`knowledge`]):
+//! sold out → attempts without a stored 201 are answered `sold_out` at once; no such SKU → the
+//! batch is decided without the lease (`BatchMode::UnknownSkuOnly`: all `404 unknown_sku` or
+//! replays; if the SKU was created meanwhile, nothing is decided and the lease is taken), so
+//! attempts for made-up SKUs never create Redis keys.
+//!
+//! [`knowledge`]: super::knowledge
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -22,11 +30,11 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::soldout::SoldOutMarks;
+use super::knowledge::{Sale, SaleKnowledge};
 use crate::metrics::Metrics;
 use crate::redlock::{Lease, Redlock, RedlockError};
 use crate::settings::PurchaseSettings;
-use crate::store::{self, Attempt, Decision, StoreError};
+use crate::store::{self, Attempt, BatchMode, Decision, StoreError};
 
 /// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
 /// SKU turned out not to exist exits as soon as its queue is empty, so a stream of distinct
@@ -50,7 +58,8 @@ const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 const MAX_CONFLICT_RETRIES: u32 = 3;
 
 /// The batch transaction that decided an attempt: its id (also in the batch's audit event) and
-/// the fencing token of the lease it committed under.
+/// the fencing token of the lease it committed under (0: decided without a lease, for a SKU that
+/// does not exist).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchRef {
     pub id: Uuid,
@@ -62,7 +71,8 @@ pub struct BatchRef {
 pub enum JobResult {
     /// Decided (fresh, replay or key reuse) by a committed batch.
     Decided(Decision, BatchRef),
-    /// Answered from the sold-out mark, without lock or database.
+    /// Answered from this process's knowledge that the SKU is sold out, without lock or
+    /// transaction.
     SoldOutFastPath(String),
     /// A dependency could not be had, or the deadline passed: 503, nothing stored.
     Unavailable { shed: bool },
@@ -83,7 +93,7 @@ pub struct Job {
 pub struct Context {
     pub pool: PgPool,
     pub lock: Redlock,
-    pub marks: Arc<SoldOutMarks>,
+    pub knowledge: Arc<SaleKnowledge>,
     pub metrics: Arc<Metrics>,
     pub settings: PurchaseSettings,
     /// Prefix of the Redis keys of this deployment (`REDIS_KEY_PREFIX`). The lock was built
@@ -156,43 +166,43 @@ impl Context {
         result.map(|lease| (lease, contended))
     }
 
-    /// Decides `attempts` in one transaction under `lease`, with the lease guard, and writes the
+    /// Decides `attempts` in one transaction under `lease`, with the lease guard — or, without a
+    /// lease, only if the SKU does not exist ([`BatchMode::UnknownSkuOnly`]) — and writes the
     /// batch's audit event.
     async fn decide(
         &self,
         sku: &Sku,
         attempts: &[Attempt],
-        lease: &Lease,
+        lease: Option<&Lease>,
         batch: BatchRef,
     ) -> Result<store::BatchResult, StoreError> {
-        let remaining = lease.remaining();
-        if remaining < self.settings.commit_budget {
-            audit_batch(
-                sku,
-                batch,
-                attempts.len(),
-                &Err(StoreError::LeaseExpired),
-                0.0,
-            );
-            return Err(StoreError::LeaseExpired);
-        }
-        let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
+        let (fence, commit_by, mode) = match lease {
+            Some(lease) => {
+                let remaining = lease.remaining();
+                if remaining < self.settings.commit_budget {
+                    audit_batch(
+                        sku,
+                        batch,
+                        attempts.len(),
+                        &Err(StoreError::LeaseExpired),
+                        0.0,
+                    );
+                    return Err(StoreError::LeaseExpired);
+                }
+                let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
+                (Some(lease.fence()), Some(commit_by), BatchMode::Sell)
+            }
+            None => (None, None, BatchMode::UnknownSkuOnly),
+        };
         let started = Instant::now();
-        let result = store::decide_batch(
-            &self.pool,
-            sku,
-            attempts,
-            Some(lease.fence()),
-            Some(commit_by),
-        )
-        .await;
+        let result = store::decide_batch(&self.pool, sku, attempts, fence, commit_by, mode).await;
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.db_transaction.observe(seconds);
         if let Err(StoreError::Conflict) = result {
             self.metrics.batch_conflicts.inc();
         }
         audit_batch(sku, batch, attempts.len(), &result, seconds);
-        if let Err(StoreError::StaleFence { current, .. }) = &result {
+        if let (Err(StoreError::StaleFence { current, .. }), Some(lease)) = (&result, lease) {
             self.catch_up_fence(sku, lease, *current).await;
         }
         if let Ok(res) = &result {
@@ -225,6 +235,50 @@ impl Context {
             }
         }
     }
+
+    /// Decides `attempts` for a SKU believed not to exist, without its lease, retrying a batch
+    /// that lost a race on an idempotency key. `Ok(None)`: the SKU exists (now known here); take
+    /// the lease.
+    async fn decide_unknown(
+        &self,
+        sku: &Sku,
+        attempts: &[Attempt],
+    ) -> Result<Option<(store::BatchResult, BatchRef)>, StoreError> {
+        let mut conflicts = 0;
+        loop {
+            let batch = BatchRef {
+                id: Uuid::now_v7(),
+                fence: 0,
+            };
+            let observed_at = Instant::now();
+            match self.decide(sku, attempts, None, batch).await {
+                Ok(result) => {
+                    self.knowledge
+                        .learn_batch(sku, observed_at, &result, &self.pool)
+                        .await;
+                    return Ok(Some((result, batch)));
+                }
+                Err(StoreError::SkuExists(state)) => {
+                    self.knowledge
+                        .learn_state(sku, observed_at, Some(state), &self.pool)
+                        .await;
+                    return Ok(None);
+                }
+                Err(StoreError::Conflict) if conflicts < MAX_CONFLICT_RETRIES => conflicts += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What the combiner does next with its queue, given what the process knows of the SKU.
+enum Next {
+    /// Every queued attempt was answered (sold out, or the database could not be read).
+    Answered,
+    /// The SKU does not exist: decide without the lease.
+    Unknown,
+    /// Take the lease and decide.
+    Lock,
 }
 
 /// Outcome of one batch under a lease.
@@ -339,8 +393,15 @@ impl Worker {
             if self.pending.is_empty() {
                 continue;
             }
-            if self.answer_from_sold_out_mark(false).await {
-                continue;
+            match self.consult(false).await {
+                Next::Answered => continue,
+                Next::Unknown => {
+                    if self.decide_unknown().await && self.pending.is_empty() && self.retire() {
+                        return;
+                    }
+                    continue;
+                }
+                Next::Lock => {}
             }
             let deadline = self
                 .pending
@@ -351,10 +412,10 @@ impl Worker {
             let lease = match self.ctx.acquire_until(&self.sku, deadline).await {
                 Ok((lease, contended)) => {
                     // Another process held the lock meanwhile and may have sold the last unit:
-                    // ask Redis again rather than trust this process's cached "not sold out",
-                    // so a queue that waited for the lock is answered from the mark, not by a
-                    // transaction that can only refuse it.
-                    if contended && self.answer_from_sold_out_mark(true).await {
+                    // read the SKU again rather than trust this process's "not sold out", so a
+                    // queue that waited for the lock is answered at once, not by a transaction
+                    // that can only refuse it.
+                    if contended && !matches!(self.consult(true).await, Next::Lock) {
                         let _ = self.ctx.lock.release(lease).await;
                         continue;
                     }
@@ -464,20 +525,24 @@ impl Worker {
                 id: Uuid::now_v7(),
                 fence: lease.fence(),
             };
+            let observed_at = Instant::now();
             match self
                 .ctx
-                .decide(&self.sku, &attempts, lease, batch_ref)
+                .decide(&self.sku, &attempts, Some(lease), batch_ref)
                 .await
             {
-                Ok(result) => {
+                Ok(mut result) => {
                     let sold_out = result.remaining == Some(0);
                     self.unknown_sku = result.remaining.is_none();
-                    for (job, decision) in batch.into_iter().zip(result.decisions) {
+                    let decisions = std::mem::take(&mut result.decisions);
+                    for (job, decision) in batch.into_iter().zip(decisions) {
                         self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
                     }
-                    if sold_out {
-                        self.ctx.marks.mark(&self.sku, &self.ctx.pool).await;
-                    }
+                    // After the answers: a sell-out loads the buyers.
+                    self.ctx
+                        .knowledge
+                        .learn_batch(&self.sku, observed_at, &result, &self.ctx.pool)
+                        .await;
                     return BatchStep::Done { sold_out };
                 }
                 Err(StoreError::Conflict) if conflicts < max_conflicts => conflicts += 1,
@@ -497,10 +562,42 @@ impl Worker {
                         .reply_all(batch, || JobResult::Unavailable { shed: false });
                     return BatchStep::Done { sold_out: false };
                 }
-                Err(StoreError::Unexpected(_)) => {
+                Err(StoreError::Unexpected(_) | StoreError::SkuExists(_)) => {
                     self.ctx.reply_all(batch, || JobResult::Failed);
                     return BatchStep::Done { sold_out: false };
                 }
+            }
+        }
+    }
+
+    /// Decides one batch from the front of the queue for a SKU believed not to exist, without
+    /// the lease. Returns false when the SKU exists after all: the jobs are back in the queue,
+    /// for the locked path.
+    async fn decide_unknown(&mut self) -> bool {
+        let n = self.pending.len().min(self.ctx.settings.batch_max);
+        let batch: Vec<Job> = self.pending.drain(..n).collect();
+        let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
+        match self.ctx.decide_unknown(&self.sku, &attempts).await {
+            Ok(Some((result, batch_ref))) => {
+                for (job, decision) in batch.into_iter().zip(result.decisions) {
+                    self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
+                }
+                true
+            }
+            Ok(None) => {
+                for job in batch.into_iter().rev() {
+                    self.pending.push_front(job);
+                }
+                false
+            }
+            Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
+                self.ctx
+                    .reply_all(batch, || JobResult::Unavailable { shed: false });
+                true
+            }
+            Err(_) => {
+                self.ctx.reply_all(batch, || JobResult::Failed);
+                true
             }
         }
     }
@@ -524,30 +621,45 @@ impl Worker {
             .reply_all(dead, || JobResult::Unavailable { shed: true });
     }
 
-    /// When the SKU is marked sold out, answers every queued attempt that has no stored 201 from
-    /// the mark. Returns true when nothing is left to decide.
-    /// `fresh`: read the mark from Redis even if this process checked it a moment ago.
-    async fn answer_from_sold_out_mark(&mut self, fresh: bool) -> bool {
-        let marks = &self.ctx.marks;
-        let buyers = if fresh {
-            marks.check_fresh(&self.sku, &self.ctx.pool).await
+    /// Consults what the process knows of the SKU (`fresh`: reads the database even if it
+    /// knows something fresh). Sold out: answers every queued attempt without a stored 201.
+    /// The database cannot be read: answers every queued attempt 503 — unless `fresh` (the
+    /// caller holds the lease; the batch will tell).
+    async fn consult(&mut self, fresh: bool) -> Next {
+        let knowledge = &self.ctx.knowledge;
+        let sale = if fresh {
+            knowledge.check_fresh(&self.sku, &self.ctx.pool).await
         } else {
-            marks.check(&self.sku, &self.ctx.pool).await
+            knowledge.check(&self.sku, &self.ctx.pool).await
         };
-        let Some(buyers) = buyers else {
-            return false;
+        let buyers = match sale {
+            Ok(Sale::OnSale { .. }) => return Next::Lock,
+            Ok(Sale::Unknown) => return Next::Unknown,
+            Ok(Sale::SoldOut { buyers, .. }) => buyers,
+            Err(_) if fresh => return Next::Lock,
+            Err(e) => {
+                tracing::warn!(sku = %self.sku, error = %e, "could not read the sku");
+                let jobs: Vec<Job> = self.pending.drain(..).collect();
+                self.ctx
+                    .reply_all(jobs, || JobResult::Unavailable { shed: false });
+                return Next::Answered;
+            }
         };
         let (answer, keep): (VecDeque<Job>, VecDeque<Job>) = self
             .pending
             .drain(..)
-            .partition(|j| SoldOutMarks::answers(&buyers, &j.attempt.user, &j.attempt.key));
+            .partition(|j| SaleKnowledge::answers(&buyers, &j.attempt.user, &j.attempt.key));
         self.pending = keep;
         for job in answer {
             self.ctx.metrics.sold_out_fast_path.inc();
             self.ctx
                 .reply(job, JobResult::SoldOutFastPath(sold_out_body(&self.sku)));
         }
-        self.pending.is_empty()
+        if self.pending.is_empty() {
+            Next::Answered
+        } else {
+            Next::Lock
+        }
     }
 
     /// Removes this combiner from the map if no job is waiting; returns whether it did.
@@ -598,6 +710,18 @@ fn audit_batch(
             error = %e,
             "batch failed"
         ),
+        // Not a fault: a SKU believed unknown was created meanwhile; decided under its lease.
+        Err(e @ StoreError::SkuExists(_)) => tracing::info!(
+            target: "flashgate::audit",
+            event = "batch",
+            result = batch_error_label(e),
+            sku = %sku,
+            batch_id = %batch.id,
+            fence = batch.fence,
+            size,
+            tx_ms,
+            "batch not committed"
+        ),
         Err(e) => tracing::warn!(
             target: "flashgate::audit",
             event = "batch",
@@ -630,11 +754,12 @@ fn batch_error_label(e: &StoreError) -> &'static str {
         StoreError::Conflict => "conflict",
         StoreError::StaleFence { .. } => "stale_fence",
         StoreError::LeaseExpired => "lease_expired",
+        StoreError::SkuExists(_) => "sku_exists",
         StoreError::Unexpected(_) => "failed",
     }
 }
 
-/// The body of a sold-out answer given from the mark.
+/// The body of a sold-out answer given without a transaction.
 pub fn sold_out_body(sku: &Sku) -> String {
     Problem::new(ErrorCode::SoldOut, format!("{sku} is sold out")).to_json()
 }
@@ -642,10 +767,36 @@ pub fn sold_out_body(sku: &Sku) -> String {
 /// The baseline without single-flight: one lock acquisition and one transaction per attempt.
 pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) -> JobResult {
     let sku = attempt.request.sku.clone();
-    if let Some(buyers) = ctx.marks.check(&sku, &ctx.pool).await {
-        if SoldOutMarks::answers(&buyers, &attempt.user, &attempt.key) {
+    match ctx.knowledge.check(&sku, &ctx.pool).await {
+        Ok(Sale::SoldOut { buyers, .. })
+            if SaleKnowledge::answers(&buyers, &attempt.user, &attempt.key) =>
+        {
             ctx.metrics.sold_out_fast_path.inc();
             return JobResult::SoldOutFastPath(sold_out_body(&sku));
+        }
+        Ok(Sale::Unknown) => {
+            match ctx
+                .decide_unknown(&sku, std::slice::from_ref(&attempt))
+                .await
+            {
+                Ok(Some((res, batch))) => {
+                    return res
+                        .decisions
+                        .into_iter()
+                        .next()
+                        .map_or(JobResult::Failed, |d| JobResult::Decided(d, batch));
+                }
+                Ok(None) => {} // created meanwhile: under the lease
+                Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
+                    return JobResult::Unavailable { shed: false };
+                }
+                Err(_) => return JobResult::Failed,
+            }
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(sku = %sku, error = %e, "could not read the sku");
+            return JobResult::Unavailable { shed: false };
         }
     }
     let attempts = [attempt];
@@ -667,13 +818,14 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
             id: Uuid::now_v7(),
             fence: lease.fence(),
         };
-        let result = ctx.decide(&sku, &attempts, &lease, batch).await;
+        let observed_at = Instant::now();
+        let result = ctx.decide(&sku, &attempts, Some(&lease), batch).await;
         let _ = ctx.lock.release(lease).await;
         match result {
             Ok(res) => {
-                if res.remaining == Some(0) {
-                    ctx.marks.mark(&sku, &ctx.pool).await;
-                }
+                ctx.knowledge
+                    .learn_batch(&sku, observed_at, &res, &ctx.pool)
+                    .await;
                 return res
                     .decisions
                     .into_iter()

@@ -2,15 +2,15 @@
 //!
 //! 1. `routes::purchases` reads the body, verifies the edge signature, parses the key and body;
 //! 2. [`PurchaseService::submit`] refuses a duplicate of an attempt still in flight
-//!    ([`inflight`]), answers from the sold-out mark when it can ([`soldout`]), and queues the
-//!    attempt on its SKU's combiner ([`combiner`]);
+//!    ([`inflight`]), answers `sold_out` at once when the process freshly knows the SKU is sold
+//!    out ([`knowledge`]), and queues the attempt on its SKU's combiner ([`combiner`]);
 //! 3. the combiner takes the SKU's Redlock lease and decides a batch of attempts in one
-//!    transaction (`store::decide_batch`);
+//!    transaction (`store::decide_batch`) — without the lease when the SKU does not exist;
 //! 4. the answer comes back here and becomes the HTTP response.
 
 pub mod combiner;
 pub mod inflight;
-pub mod soldout;
+pub mod knowledge;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,7 +24,7 @@ use crate::store::{Attempt, Decision, StoredAnswer};
 pub use combiner::BatchRef;
 use combiner::{Combiners, Job, JobResult};
 use inflight::{Busy, InFlight};
-use soldout::SoldOutMarks;
+use knowledge::SaleKnowledge;
 
 /// The answer to a purchase attempt, ready to be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +43,8 @@ pub struct PurchaseAnswer {
 pub enum DecidedBy {
     /// A committed batch transaction.
     Batch(BatchRef),
-    /// The sold-out mark: no lock, no database.
-    SoldOutMark,
+    /// The process's knowledge that the SKU is sold out: no lock, no transaction.
+    SoldOutFastPath,
 }
 
 /// Decides purchase attempts. Cheap to clone.
@@ -66,9 +66,9 @@ impl PurchaseService {
         &self.combiners.context().metrics
     }
 
-    /// The sold-out marks (the admin API clears them on restock).
-    pub fn marks(&self) -> &Arc<SoldOutMarks> {
-        &self.combiners.context().marks
+    /// What this process knows of SKU sales (the admin API records its restocks).
+    pub fn knowledge(&self) -> &Arc<SaleKnowledge> {
+        &self.combiners.context().knowledge
     }
 
     /// Live per-SKU combiners (an idle one exits after a few seconds).
@@ -97,15 +97,15 @@ impl PurchaseService {
             Err(Busy::OtherRequest) => return Err(key_reused()),
         };
         let ctx = self.combiners.context();
-        // Fast path: fresh local knowledge that the SKU is sold out; no lock, no database.
-        if let Some(buyers) = ctx.marks.cached(&attempt.request.sku) {
-            if SoldOutMarks::answers(&buyers, &attempt.user, &attempt.key) {
+        // Fast path: fresh knowledge that the SKU is sold out; no lock, no database.
+        if let Some(buyers) = ctx.knowledge.cached(&attempt.request.sku) {
+            if SaleKnowledge::answers(&buyers, &attempt.user, &attempt.key) {
                 self.metrics().sold_out_fast_path.inc();
                 return Ok(PurchaseAnswer {
                     status: 409,
                     body: combiner::sold_out_body(&attempt.request.sku),
                     replayed: false,
-                    decided_by: DecidedBy::SoldOutMark,
+                    decided_by: DecidedBy::SoldOutFastPath,
                 });
             }
         }
@@ -142,7 +142,7 @@ impl PurchaseService {
                 status: 409,
                 body,
                 replayed: false,
-                decided_by: DecidedBy::SoldOutMark,
+                decided_by: DecidedBy::SoldOutFastPath,
             }),
             JobResult::Unavailable { shed: true } => Err(overloaded()),
             JobResult::Unavailable { shed: false } => Err(ApiError::new(

@@ -112,7 +112,8 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
     app.metrics.count_outcome(outcome);
     let (decided_by, batch_id, fence) = match answer.decided_by {
         DecidedBy::Batch(b) => ("batch", Some(b.id), Some(b.fence)),
-        DecidedBy::SoldOutMark => ("sold_out_mark", None, None),
+        // The label predates the in-process knowledge (it was a Redis mark); kept for log queries.
+        DecidedBy::SoldOutFastPath => ("sold_out_mark", None, None),
     };
     tracing::info!(
         target: "flashgate::audit",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use origin::store::{self, Attempt, Decision, Outcome, StoreError};
+use origin::store::{self, Attempt, BatchMode, Decision, Outcome, StoreError};
 use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, Quantity, Sku, UserId};
 use sqlx::PgPool;
 
@@ -61,7 +61,7 @@ async fn one_batch_decides_mixed_outcomes_in_arrival_order(pool: PgPool) {
         attempt("carol", "c1", "MIX", 1),  // sold out
         attempt("carol", "c2", "NOPE", 1), // (a different SKU in a batch is never queued; the store still answers per row)
     ];
-    let res = store::decide_batch(&pool, &sku, &batch[..6], None, None)
+    let res = store::decide_batch(&pool, &sku, &batch[..6], None, None, BatchMode::Sell)
         .await
         .expect("batch commits");
     let got: Vec<String> = res.decisions.iter().map(status).collect();
@@ -108,11 +108,25 @@ async fn a_stale_fencing_token_commits_nothing(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     app.put_sku("F", 10, 10).await;
     let sku = Sku::parse("F").expect("sku");
-    store::decide_batch(&pool, &sku, &[attempt("u", "k1", "F", 1)], Some(7), None)
-        .await
-        .expect("fence 7 commits");
-    let stale =
-        store::decide_batch(&pool, &sku, &[attempt("u", "k2", "F", 1)], Some(6), None).await;
+    store::decide_batch(
+        &pool,
+        &sku,
+        &[attempt("u", "k1", "F", 1)],
+        Some(7),
+        None,
+        BatchMode::Sell,
+    )
+    .await
+    .expect("fence 7 commits");
+    let stale = store::decide_batch(
+        &pool,
+        &sku,
+        &[attempt("u", "k2", "F", 1)],
+        Some(6),
+        None,
+        BatchMode::Sell,
+    )
+    .await;
     assert!(
         matches!(
             stale,
@@ -123,9 +137,16 @@ async fn a_stale_fencing_token_commits_nothing(pool: PgPool) {
         ),
         "{stale:?}"
     );
-    store::decide_batch(&pool, &sku, &[attempt("u", "k3", "F", 1)], Some(7), None)
-        .await
-        .expect("same fence still ok");
+    store::decide_batch(
+        &pool,
+        &sku,
+        &[attempt("u", "k3", "F", 1)],
+        Some(7),
+        None,
+        BatchMode::Sell,
+    )
+    .await
+    .expect("same fence still ok");
     assert_eq!(app.stock("F").await, 8);
     let k2: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records WHERE idempotency_key = 'k2'")
@@ -147,6 +168,7 @@ async fn a_commit_past_the_lease_deadline_rolls_back(pool: PgPool) {
         &[attempt("u", "k", "L", 1)],
         Some(1),
         Some(past),
+        BatchMode::Sell,
     )
     .await;
     assert!(matches!(res, Err(StoreError::LeaseExpired)), "{res:?}");
@@ -188,7 +210,8 @@ async fn buy_all(apps: &[Arc<TestApp>], n: usize, sku: &str, users: usize) -> Ve
 
 #[sqlx::test(migrations = "./migrations")]
 async fn the_combiner_batches_and_two_processes_never_oversell(pool: PgPool) {
-    // Two origin "processes" (separate combiners, marks and lock clients) on one database.
+    // Two origin "processes" (separate combiners, sold-out knowledge and lock clients) on one
+    // database.
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
     a.put_sku("HOT", 150, 2).await;
@@ -277,9 +300,9 @@ async fn a_busy_process_hands_the_lock_over_between_batches(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
-async fn a_queue_that_waited_for_the_lock_is_answered_from_the_fresh_sold_out_mark(pool: PgPool) {
+async fn a_queue_that_waited_for_the_lock_is_answered_from_a_fresh_read_of_the_sku(pool: PgPool) {
     // B's shoppers queue while A holds the lock and sells the last unit. When B gets the lock it
-    // reads the mark again (its own "not sold out" is a moment old) and answers from it: no
+    // reads the SKU row again (its own "not sold out" is a moment old) and answers from it: no
     // transaction, nothing stored.
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
@@ -334,7 +357,7 @@ async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) 
     let b = Arc::new(spawn_app(pool.clone()).await);
     a.put_sku("GONE", 1, 1).await;
     assert_eq!(a.buy("winner", "w", "GONE", 1).await.status(), 201);
-    // Both processes now answer from the mark (b learns it through Redis).
+    // Both processes now answer from what they know (b learns it by one read of the SKU row).
     let before = (a.metrics().await, b.metrics().await);
     for i in 0..20 {
         let app = if i % 2 == 0 { &a } else { &b };
@@ -375,11 +398,10 @@ async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) 
         .expect("count");
     assert_eq!(stored, 1);
 
-    // A restock reopens the sale: at once where it was made, within the mark's local TTL elsewhere.
+    // A restock reopens the sale everywhere as soon as the PUT has answered.
     a.put_sku("GONE", 5, 1).await;
-    assert_eq!(a.buy("late0", "k0", "GONE", 1).await.status(), 201);
-    tokio::time::sleep(origin::purchase::soldout::LOCAL_TTL + Duration::from_millis(100)).await;
     assert_eq!(b.buy("late1", "k1", "GONE", 1).await.status(), 201);
+    assert_eq!(a.buy("late0", "k0", "GONE", 1).await.status(), 201);
 }
 
 #[sqlx::test(migrations = "./migrations")]

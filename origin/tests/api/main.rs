@@ -16,6 +16,8 @@ mod purchases;
 mod reconcile;
 #[path = "../common/redis_nodes.rs"]
 mod redis_nodes;
+mod restock;
 mod rotation;
 mod service;
 mod shutdown;
+mod unknown_skus;
