@@ -19,7 +19,7 @@ use tokio::sync::Mutex;
 
 use crate::SaleArgs;
 use crate::books::{self, Generation, Invariants, SkuBooks};
-use crate::procstat::CpuUse;
+use crate::procstat::CpuSample;
 
 /// Where a sale runs: the shoppers' targets, the admin API, and the database to check.
 #[derive(Debug, Clone, Copy)]
@@ -239,7 +239,7 @@ pub(crate) async fn run(
         warm_connections(&client, targets, args.concurrency).await;
     }
     let metrics_before = scrape(&client, targets).await;
-    let cpu_before = cluster_pids.map(|p| CpuUse::now(p.origins, p.redis));
+    let cpu_before = cluster_pids.map(|p| CpuSample::now(p.origins, p.redis));
 
     let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
     bar.set_style(
@@ -283,7 +283,7 @@ pub(crate) async fn run(
     shared.bar.finish_and_clear();
     let cpu = cluster_pids
         .zip(cpu_before)
-        .map(|(p, before)| CpuUse::now(p.origins, p.redis).since(before));
+        .map(|(p, before)| CpuSample::now(p.origins, p.redis).since(&before));
     let metrics_after = scrape(&shared.client, targets).await;
 
     let samples = std::mem::take(&mut *shared.samples.lock().await);
