@@ -233,6 +233,7 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 connections
             };
+            anyhow::ensure!(origins > 0, "--origins must be at least 1");
             let plan = targets::plan(&targets, &connections, no_baseline)?;
             let mut runs = Vec::new();
             for (mode, target) in plan {

@@ -45,7 +45,7 @@ pub(crate) enum Books<'a> {
     /// (`books::check_redis_lua`).
     RedisLua { redis_url: &'a str },
     /// The ceiling: canned answers, no SKU and no books; every 201 counts as a unit until the
-    /// stock is reached, then the shoppers stop.
+    /// stock is reached, after which each shopper stops at its next 201.
     Canned,
 }
 
@@ -96,7 +96,8 @@ pub(crate) struct SaleResult {
 
 struct Shared {
     client: reqwest::Client,
-    /// Count every 201 as a unit, up to `stock`, then stop ([`Books::Canned`]).
+    /// Count every 201 as a unit, up to `stock`; past it a 201 ends the shopper
+    /// ([`Books::Canned`]).
     canned: bool,
     stock: u64,
     targets: Vec<String>,
@@ -428,7 +429,10 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                         );
                     }
                     if n >= s.stock {
-                        s.stop.store(true, Ordering::Relaxed);
+                        // Sold out: this shopper's last answer, as a real target's 409. Every
+                        // shopper still sends its first request, so the opening burst is the
+                        // same as against a real target (the whole burst for the last item).
+                        return;
                     }
                     break;
                 }
@@ -454,6 +458,66 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                 }
                 _ => return, // sold_out, purchase_limit, or a 4xx the benchmark does not expect
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve;
+
+    /// A sale of `stock` units by `shoppers` against an in-process ceiling.
+    async fn ceiling_sale(stock: i64, shoppers: usize) -> SaleResult {
+        let ring = SecretRing::single(crate::cluster::EDGE_SECRET);
+        let listener = serve::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server = tokio::spawn(serve::serve_on(
+            listener,
+            serve::ceiling::router(ring.clone()),
+        ));
+        let args = SaleArgs {
+            concurrency: shoppers,
+            stock,
+            max_per_user: 1_000_000,
+            max_seconds: 60,
+            sku: None,
+            out_dir: std::env::temp_dir(),
+            label: "test".into(),
+            cold_connections: true,
+            samples_csv: false,
+        };
+        let targets = [url.clone()];
+        let auth = Auth::Edge(ring);
+        let endpoints = Endpoints {
+            targets: &targets,
+            admin_url: &url,
+            admin_token: "",
+            auth: &auth,
+            database_url: "",
+            books: Books::Canned,
+        };
+        let result = run(&args, &endpoints, None, None).await.expect("sale");
+        server.abort();
+        result
+    }
+
+    #[tokio::test]
+    async fn against_the_ceiling_every_shopper_opens_and_the_stock_ends_the_sale() {
+        for (stock, shoppers) in [(1, 50), (200, 20)] {
+            let r = ceiling_sale(stock, shoppers).await;
+            let units = u64::try_from(stock).expect("stock");
+            assert_eq!(r.units_sold, units, "stock {stock}");
+            // Each shopper ends at its first 201 past the stock (a real target's 409), so all
+            // of them send their opening request, as against a real target.
+            let c = u64::try_from(shoppers).expect("shoppers");
+            assert_eq!(
+                r.statuses.get("201"),
+                Some(&(units - 1 + c)),
+                "stock {stock}"
+            );
+            assert_eq!(r.latency.len(), units - 1 + c, "stock {stock}");
+            assert!(r.sell_out_at.is_some() && r.invariants.canned && r.invariants.ok());
         }
     }
 }
