@@ -5,6 +5,11 @@
 //! - stock + sold == initial: units put on sale − units remaining == units in the orders;
 //! - no user above the cap (the cap counts across generations, like the origin's);
 //! - every 201 has exactly one order row, and every order of those generations was answered 201.
+//!
+//! [`check_redis_lua`] checks the same for the redis-lua baseline (`serve/redis_lua.rs`), whose
+//! remaining stock and per-user counts live in Redis: units in `lua_orders` == initial − the
+//! stock Redis holds == the units Redis counts per user, no oversell, no user above the cap, no
+//! (user, key) with two orders, and the 201s and the orders match one for one.
 
 use anyhow::Context;
 
@@ -40,6 +45,8 @@ pub(crate) struct Invariants {
     pub(crate) distinct_201_orders: usize,
     pub(crate) orders_found_for_201s: i64,
     pub(crate) orders_total: i64,
+    /// No books to check: the target answers canned 201s (the ceiling).
+    pub(crate) canned: bool,
     pub(crate) violations: Vec<String>,
 }
 
@@ -160,6 +167,116 @@ pub(crate) async fn check(
         inv.violations.push(format!(
             "{} orders in the database but {found} were answered 201",
             inv.orders_total
+        ));
+    }
+    Ok(inv)
+}
+
+/// Checks the redis-lua baseline's books for one `sku` the run put on sale with `initial` units
+/// and a per-user `cap`, given the order ids answered 201 (see the module docs).
+pub(crate) async fn check_redis_lua(
+    database_url: &str,
+    redis_url: &str,
+    sku: &str,
+    initial: i64,
+    cap: i64,
+    order_ids: &[String],
+) -> anyhow::Result<Invariants> {
+    use crate::serve::redis_lua::{sale_key, users_key};
+    let pool = connect(database_url).await?;
+    let mut redis = redis::Client::open(redis_url)?
+        .get_multiplexed_async_connection()
+        .await
+        .context("connecting to the redis-lua node for the invariant check")?;
+    let remaining: Option<i64> = redis::cmd("HGET")
+        .arg(sale_key(sku))
+        .arg("stock")
+        .query_async(&mut redis)
+        .await?;
+    let per_user: Vec<i64> = redis::cmd("HVALS")
+        .arg(users_key(sku))
+        .query_async(&mut redis)
+        .await?;
+    let mut inv = Invariants {
+        initial,
+        cap,
+        distinct_201_orders: order_ids.len(),
+        ..Invariants::default()
+    };
+    let on_sale: Option<i64> =
+        sqlx::query_scalar("SELECT initial_stock FROM lua_skus WHERE sku = $1")
+            .bind(sku)
+            .fetch_optional(&pool)
+            .await?;
+    if on_sale != Some(initial) {
+        inv.violations.push(format!(
+            "{sku}: lua_skus holds {on_sale:?} on sale, not the {initial} the run put on sale"
+        ));
+    }
+    let Some(remaining) = remaining else {
+        inv.violations
+            .push(format!("{sku}: Redis holds no stock for the sale"));
+        return Ok(inv);
+    };
+    inv.remaining = remaining;
+    let (units, orders, max_user, duplicates): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(units), 0)::BIGINT, COALESCE(SUM(orders), 0)::BIGINT,
+                COALESCE(MAX(units), 0)::BIGINT, COALESCE(SUM(orders - keys), 0)::BIGINT
+         FROM (SELECT SUM(qty) AS units, COUNT(*) AS orders,
+                      COUNT(DISTINCT idempotency_key) AS keys
+               FROM lua_orders WHERE sku = $1 GROUP BY user_id) per_user",
+    )
+    .bind(sku)
+    .fetch_one(&pool)
+    .await?;
+    inv.units_in_orders = units;
+    inv.orders_total = orders;
+    inv.max_units_per_user = max_user;
+    if remaining < 0 {
+        inv.violations.push(format!("{sku}: stock {remaining} < 0"));
+    }
+    if initial - remaining != units {
+        inv.violations.push(format!(
+            "{sku}: sold {} (initial − Redis stock) != units in orders {units}",
+            initial - remaining
+        ));
+    }
+    if units > initial {
+        inv.violations.push(format!(
+            "{sku}: oversell: {units} units ordered of {initial}"
+        ));
+    }
+    let counted: i64 = per_user.iter().sum();
+    if counted != units {
+        inv.violations.push(format!(
+            "{sku}: Redis counts {counted} units bought per user, orders hold {units}"
+        ));
+    }
+    if max_user > cap {
+        inv.violations.push(format!(
+            "{sku}: a user holds {max_user} units, above the cap {cap}"
+        ));
+    }
+    if duplicates > 0 {
+        inv.violations.push(format!(
+            "{sku}: {duplicates} order(s) repeat a (user, Idempotency-Key) that already bought"
+        ));
+    }
+    let found: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM lua_orders WHERE order_id::text = ANY($1)")
+            .bind(order_ids)
+            .fetch_one(&pool)
+            .await?;
+    inv.orders_found_for_201s = found;
+    if i64::try_from(order_ids.len()).unwrap_or(-1) != found {
+        inv.violations.push(format!(
+            "{} distinct 201 order ids, {found} found in lua_orders",
+            order_ids.len()
+        ));
+    }
+    if orders != found {
+        inv.violations.push(format!(
+            "{orders} orders in lua_orders but {found} were answered 201"
         ));
     }
     Ok(inv)

@@ -1,5 +1,6 @@
-//! A throwaway local cluster for `bench compare`: N `redis-server` nodes on free ports, a fresh
-//! Postgres database, and M origin processes — all stopped (killed) when the run ends. The
+//! A throwaway local cluster for `bench compare` and `bench soak`: `redis-server` nodes on free
+//! ports, a fresh Postgres database, and M server processes — origins, or the bench's own
+//! ceiling or redis-lua servers (`serve/`) — all stopped (killed) when the run ends. The
 //! database is dropped when the run passed and kept (its name printed) for inspection when not.
 
 use std::path::Path;
@@ -12,12 +13,40 @@ use tokio::process::{Child, Command};
 pub(crate) const EDGE_SECRET: &str = "bench-edge-secret-0123456789";
 pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 
+/// The server processes a cluster runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Server<'a> {
+    /// `origin` (the binary at `bin`) over `redis_nodes` Redlock nodes.
+    Origin {
+        bin: &'a Path,
+        single_flight: bool,
+        redis_nodes: usize,
+    },
+    /// `bench serve-ceiling`: no Redis.
+    Ceiling,
+    /// `bench serve-redis-lua` over one Redis node, `db_pool` Postgres connections per process.
+    RedisLua { db_pool: u32 },
+}
+
+impl Server<'_> {
+    fn redis_nodes(self) -> usize {
+        match self {
+            Self::Origin { redis_nodes, .. } => redis_nodes,
+            Self::Ceiling => 0,
+            Self::RedisLua { .. } => 1,
+        }
+    }
+}
+
 pub(crate) struct Cluster {
+    /// The server processes' base URLs (origins, or the ceiling / redis-lua servers).
     pub(crate) origin_urls: Vec<String>,
-    /// Process ids of the origins, in the order of `origin_urls` (for `/proc` sampling).
+    /// Process ids of the servers, in the order of `origin_urls` (for `/proc` sampling).
     pub(crate) origin_pids: Vec<u32>,
     /// Process ids of the `redis-server` nodes.
     pub(crate) redis_pids: Vec<u32>,
+    /// `redis://` URLs of the nodes, in the order of `redis_pids`.
+    pub(crate) redis_urls: Vec<String>,
     pub(crate) database_url: String,
     /// The server's URL (the `--postgres` argument) and the run's own database on it.
     postgres: String,
@@ -58,18 +87,20 @@ async fn wait_until(
 }
 
 impl Cluster {
+    /// Starts `processes` servers of kind `server` with what they need, on `postgres`.
     pub(crate) async fn start(
-        origin_bin: &Path,
+        server: Server<'_>,
         postgres: &str,
-        origins: usize,
-        redis_nodes: usize,
-        single_flight: bool,
+        processes: usize,
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            origin_bin.exists(),
-            "{} not found: run `cargo build --release -p origin` first",
-            origin_bin.display()
-        );
+        if let Server::Origin { bin, .. } = server {
+            anyhow::ensure!(
+                bin.exists(),
+                "{} not found: run `cargo build --release -p origin` first",
+                bin.display()
+            );
+        }
+        let redis_nodes = server.redis_nodes();
         let dir =
             std::env::temp_dir().join(format!("flashgate-bench-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir)?;
@@ -124,30 +155,53 @@ impl Cluster {
 
         let mut origin_urls = Vec::new();
         let mut origin_pids = Vec::new();
-        for i in 0..origins {
+        let bench_bin = std::env::current_exe().context("locating the bench binary")?;
+        for i in 0..processes {
             let port = free_port()?;
+            let listen = format!("127.0.0.1:{port}");
             let log = std::fs::File::create(dir.0.join(format!("origin-{i}.log")))?;
-            let child = Command::new(origin_bin)
-                .env("DATABASE_URL", &database_url)
-                .env("REDIS_URLS", redis_urls.join(","))
-                .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
+            let mut command = match server {
+                Server::Origin {
+                    bin, single_flight, ..
+                } => {
+                    let mut c = Command::new(bin);
+                    c.env("DATABASE_URL", &database_url)
+                        .env("REDIS_URLS", redis_urls.join(","))
+                        .env("LISTEN_ADDR", &listen)
+                        .env_remove("EDGE_SHARED_SECRETS")
+                        .env_remove("ADMIN_TOKENS")
+                        .env("SINGLE_FLIGHT", single_flight.to_string())
+                        .env("RUST_LOG", "warn");
+                    c
+                }
+                Server::Ceiling => {
+                    let mut c = Command::new(&bench_bin);
+                    c.args(["serve-ceiling", "--listen", &listen]);
+                    c
+                }
+                Server::RedisLua { db_pool } => {
+                    let mut c = Command::new(&bench_bin);
+                    c.args(["serve-redis-lua", "--listen", &listen])
+                        .args(["--database-url", &database_url])
+                        .args(["--redis-url", redis_urls.first().map_or("", String::as_str)])
+                        .args(["--db-pool", &db_pool.to_string()]);
+                    c
+                }
+            };
+            let child = command
                 .env("EDGE_SHARED_SECRET", EDGE_SECRET)
                 .env("ADMIN_TOKEN", ADMIN_TOKEN)
-                .env_remove("EDGE_SHARED_SECRETS")
-                .env_remove("ADMIN_TOKENS")
-                .env("SINGLE_FLIGHT", single_flight.to_string())
-                .env("RUST_LOG", "warn")
                 .stdout(log.try_clone()?)
                 .stderr(log)
                 .kill_on_drop(true)
                 .spawn()
-                .context("starting origin")?;
-            origin_pids.push(child.id().context("origin exited at once")?);
+                .context("starting a server")?;
+            origin_pids.push(child.id().context("a server exited at once")?);
             children.push(child);
             let url = format!("http://127.0.0.1:{port}");
             let client = reqwest::Client::new();
             let ready = format!("{url}/readyz");
-            wait_until("origin", Duration::from_secs(30), async || {
+            wait_until("server", Duration::from_secs(30), async || {
                 client
                     .get(&ready)
                     .send()
@@ -161,6 +215,7 @@ impl Cluster {
             origin_urls,
             origin_pids,
             redis_pids,
+            redis_urls,
             database_url,
             postgres: postgres.to_owned(),
             db,
@@ -169,7 +224,8 @@ impl Cluster {
         })
     }
 
-    /// The origins' log files (JSON lines, `RUST_LOG=warn`), in the order of `origin_urls`.
+    /// The servers' log files (for origins JSON lines, `RUST_LOG=warn`), in the order of
+    /// `origin_urls`.
     pub(crate) fn origin_logs(&self) -> Vec<std::path::PathBuf> {
         (0..self.origin_urls.len())
             .map(|i| self._dir.0.join(format!("origin-{i}.log")))

@@ -1,12 +1,15 @@
 //! `bench`: the Flashgate flash-sale benchmark.
 //!
 //! `bench run` drives C concurrent shoppers against a running origin or edge; `bench compare`
-//! starts its own Redis nodes and origin processes and runs the same sale twice in one run —
-//! with the combiner (batching + single-flight) and with it disabled (one lock + one transaction
-//! per request) — and prints both side by side. `bench soak` starts the same kind of cluster and
-//! runs a long sale at a steady open-loop rate, sampling each origin's RSS and open file
-//! descriptors. Every run verifies the invariants against the database and exits non-zero on a
-//! violation.
+//! starts a private cluster per target and runs the same sale against each in one run — the
+//! origin with the combiner (batching + single-flight), the origin with it disabled (one lock +
+//! one transaction per request), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
+//! ceiling (`serve/ceiling.rs`), with cold and warm connections — and prints them side by side,
+//! each as a share of the ceiling and a ratio to redis-lua. `bench soak` starts the same kind of
+//! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
+//! file descriptors. Every run verifies the invariants against the database and exits non-zero
+//! on a violation. `bench serve-ceiling` and `bench serve-redis-lua` are the servers `compare`
+//! starts.
 
 mod books;
 mod cluster;
@@ -14,12 +17,16 @@ mod plot;
 mod procstat;
 mod report;
 mod sale;
+mod serve;
 mod soak;
+mod targets;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use targets::{Connections, Target};
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Flashgate flash-sale benchmark")]
@@ -55,14 +62,34 @@ enum Command {
         #[arg(long)]
         admin_url: Option<String>,
     },
-    /// Start Redis nodes and origin processes, run the sale with and without the combiner.
+    /// Start a private cluster per target and connection mode and run the same sale against
+    /// each: the origin with and without the combiner, the redis-lua baseline, the ceiling.
     Compare {
         #[command(flatten)]
         sale: SaleArgs,
-        /// Origin processes to start.
+        /// Targets to measure, comma-separated, in this order.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "combiner,baseline,redis-lua,ceiling"
+        )]
+        targets: Vec<Target>,
+        /// Connection modes to measure each target with, comma-separated: cold (opened when the
+        /// sale opens; the headline) and/or warm (opened before it). `--cold-connections` alone
+        /// means `cold`.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "cold,warm",
+            conflicts_with = "cold_connections"
+        )]
+        connections: Vec<Connections>,
+        /// Server processes per target (origins; ceiling and redis-lua servers alike).
         #[arg(long, default_value_t = 2)]
         origins: usize,
-        /// Independent Redis nodes to start.
+        /// Independent Redis nodes to start for the origin (redis-lua uses one, the ceiling none).
         #[arg(long, default_value_t = 3)]
         redis_nodes: usize,
         /// The origin binary (build it with `cargo build --release -p origin`).
@@ -71,10 +98,18 @@ enum Command {
         /// Postgres server URL (a fresh database is created per run).
         #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
         postgres: String,
-        /// Skip the baseline run.
+        /// Skip the baseline run (the one-lock-per-request origin; other targets still run).
         #[arg(long)]
         no_baseline: bool,
+        /// Postgres connections per redis-lua process.
+        #[arg(long, default_value_t = 16)]
+        lua_db_pool: u32,
     },
+    /// Serve the HTTP ceiling: edge signature checked, canned 201 (what `compare` starts).
+    ServeCeiling(serve::ceiling::CeilingArgs),
+    /// Serve the redis-lua baseline: Lua check-and-decrement in one Redis node, then the order
+    /// in Postgres (what `compare` starts).
+    ServeRedisLua(serve::redis_lua::RedisLuaArgs),
     /// Start Redis nodes and origin processes and run a long sale at a steady rate, sampling the
     /// origins' RSS and open file descriptors; fails on any error, an invariant violation or
     /// growth beyond the limits.
@@ -164,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
                 admin_token: &admin_token,
                 auth: &auth,
                 database_url: &database_url,
+                books: sale::Books::Origin,
             };
             let result = sale::run(&sale, &endpoints, None, None).await?;
             report::print(&[&result]);
@@ -173,46 +209,71 @@ async fn main() -> anyhow::Result<()> {
             }
             result.invariants.ok()
         }
+        Command::ServeCeiling(args) => {
+            serve::ceiling::run(args).await?;
+            true
+        }
+        Command::ServeRedisLua(args) => {
+            serve::redis_lua::run(args).await?;
+            true
+        }
         Command::Compare {
             sale,
+            targets,
+            connections,
             origins,
             redis_nodes,
             origin_bin,
             postgres,
             no_baseline,
+            lua_db_pool,
         } => {
-            let mut results = Vec::new();
-            let modes: &[(&str, bool)] = if no_baseline {
-                &[("combiner", true)]
+            let connections = if sale.cold_connections {
+                vec![Connections::Cold]
             } else {
-                &[("combiner", true), ("baseline", false)]
+                connections
             };
-            for (name, single_flight) in modes {
-                eprintln!(
-                    "== {name}: {origins} origin(s), {redis_nodes} Redis node(s), single_flight={single_flight}"
-                );
-                let cluster = cluster::Cluster::start(
-                    &origin_bin,
-                    &postgres,
-                    origins,
-                    redis_nodes,
-                    *single_flight,
-                )
-                .await?;
+            anyhow::ensure!(origins > 0, "--origins must be at least 1");
+            let plan = targets::plan(&targets, &connections, no_baseline)?;
+            let mut runs = Vec::new();
+            for (mode, target) in plan {
+                let server = match target {
+                    Target::Combiner | Target::Baseline => cluster::Server::Origin {
+                        bin: &origin_bin,
+                        single_flight: target == Target::Combiner,
+                        redis_nodes,
+                    },
+                    Target::RedisLua => cluster::Server::RedisLua {
+                        db_pool: lua_db_pool,
+                    },
+                    Target::Ceiling => cluster::Server::Ceiling,
+                };
+                eprintln!("== {target}, {mode} connections: {origins} process(es), {server:?}");
+                let cluster = cluster::Cluster::start(server, &postgres, origins).await?;
+                let name = format!("{target}-{mode}");
                 let mut args = sale.clone();
                 args.label = format!("{}-{name}", sale.label);
+                args.cold_connections = mode == Connections::Cold;
                 let auth = sale::Auth::Edge(shared::SecretRing::single(cluster::EDGE_SECRET));
+                let books = match target {
+                    Target::Combiner | Target::Baseline => sale::Books::Origin,
+                    Target::RedisLua => sale::Books::RedisLua {
+                        redis_url: cluster.redis_urls.first().map_or("", String::as_str),
+                    },
+                    Target::Ceiling => sale::Books::Canned,
+                };
                 let endpoints = sale::Endpoints {
                     targets: &cluster.origin_urls,
                     admin_url: &cluster.origin_urls[0],
                     admin_token: cluster::ADMIN_TOKEN,
                     auth: &auth,
                     database_url: &cluster.database_url,
+                    books,
                 };
                 let result = sale::run(
                     &args,
                     &endpoints,
-                    Some(name),
+                    Some(&name),
                     Some(sale::ClusterPids {
                         origins: &cluster.origin_pids,
                         redis: &cluster.redis_pids,
@@ -221,15 +282,43 @@ async fn main() -> anyhow::Result<()> {
                 .await;
                 let passed = result.as_ref().is_ok_and(|r| r.invariants.ok());
                 cluster.stop(passed).await;
-                results.push(result?);
+                runs.push(report::Run {
+                    target,
+                    connections: mode,
+                    result: result?,
+                });
             }
-            let refs: Vec<&sale::SaleResult> = results.iter().collect();
-            report::print(&refs);
-            plot::write(&sale.out_dir, &sale.label, &refs)?;
+            let mut modes: Vec<Connections> = Vec::new();
+            for run in &runs {
+                if !modes.contains(&run.connections) {
+                    modes.push(run.connections);
+                }
+            }
+            for mode in &modes {
+                let refs: Vec<&sale::SaleResult> = runs
+                    .iter()
+                    .filter(|r| r.connections == *mode)
+                    .map(|r| &r.result)
+                    .collect();
+                println!("\n== {mode} connections");
+                report::print(&refs);
+                // One plot per mode; `<label>.svg` when a single mode ran, as before.
+                let label = if modes.len() == 1 {
+                    sale.label.clone()
+                } else {
+                    format!("{}-{mode}", sale.label)
+                };
+                plot::write(&sale.out_dir, &label, &refs)?;
+            }
             if sale.samples_csv {
+                let refs: Vec<&sale::SaleResult> = runs.iter().map(|r| &r.result).collect();
                 plot::write_samples(&sale.out_dir, &sale.label, &refs)?;
             }
-            results.iter().all(|r| r.invariants.ok())
+            println!(
+                "\n== summary: confirmed purchases/s, latency, 5xx; share of the ceiling and ratio to the baselines with the same connections\n"
+            );
+            print!("{}", report::summary(&runs));
+            runs.iter().all(|r| r.result.invariants.ok())
         }
     };
     if !ok {
@@ -237,4 +326,62 @@ async fn main() -> anyhow::Result<()> {
         std::process::exit(2);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compare(args: &[&str]) -> Result<(Vec<Target>, Vec<Connections>, bool, bool), String> {
+        let cli = Cli::try_parse_from(["bench", "compare"].iter().chain(args))
+            .map_err(|e| e.kind().to_string())?;
+        match cli.command {
+            Command::Compare {
+                targets,
+                connections,
+                no_baseline,
+                sale,
+                ..
+            } => Ok((targets, connections, no_baseline, sale.cold_connections)),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
+    #[test]
+    fn compare_measures_all_four_targets_cold_and_warm_by_default() {
+        let (targets, connections, no_baseline, cold) = compare(&[]).expect("parses");
+        assert_eq!(
+            targets,
+            [
+                Target::Combiner,
+                Target::Baseline,
+                Target::RedisLua,
+                Target::Ceiling
+            ]
+        );
+        assert_eq!(connections, [Connections::Cold, Connections::Warm]);
+        assert!(!no_baseline && !cold);
+    }
+
+    #[test]
+    fn compare_takes_comma_separated_targets_and_connections() {
+        let (targets, connections, ..) =
+            compare(&["--targets", "ceiling,redis-lua", "--connections", "warm"]).expect("parses");
+        assert_eq!(targets, [Target::Ceiling, Target::RedisLua]);
+        assert_eq!(connections, [Connections::Warm]);
+    }
+
+    #[test]
+    fn compare_keeps_no_baseline_and_cold_connections() {
+        let (_, _, no_baseline, cold) =
+            compare(&["--no-baseline", "--cold-connections"]).expect("parses");
+        assert!(no_baseline && cold);
+    }
+
+    #[test]
+    fn compare_refuses_unknown_targets_and_contradicting_connection_flags() {
+        assert!(compare(&["--targets", "combiner,nginx"]).is_err());
+        assert!(compare(&["--connections", "lukewarm"]).is_err());
+        assert!(compare(&["--connections", "warm", "--cold-connections"]).is_err());
+    }
 }

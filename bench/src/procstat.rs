@@ -76,7 +76,7 @@ pub(crate) fn pids_named(name: &str) -> Vec<u32> {
         .collect()
 }
 
-/// CPU seconds used by each part of a benchmark cluster, read at one instant.
+/// CPU seconds used by each part of a benchmark cluster over an interval ([`CpuSample::since`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CpuUse {
     /// This process: the shoppers (HTTP client, request signing) and the progress bar.
@@ -88,28 +88,57 @@ pub(crate) struct CpuUse {
 }
 
 impl CpuUse {
+    pub(crate) fn total(self) -> f64 {
+        self.load_generator + self.origins + self.redis + self.postgres
+    }
+}
+
+/// CPU seconds used so far by each part of a benchmark cluster, read at one instant.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CpuSample {
+    load_generator: f64,
+    origins: f64,
+    redis: f64,
+    /// Per `postgres` process: backends come and go during a run.
+    postgres: Vec<(u32, f64)>,
+}
+
+impl CpuSample {
     pub(crate) fn now(origins: &[u32], redis: &[u32]) -> Self {
         let sum = |pids: &[u32]| pids.iter().filter_map(|p| cpu_seconds(*p)).sum::<f64>();
         Self {
             load_generator: cpu_seconds(std::process::id()).unwrap_or(0.0),
             origins: sum(origins),
             redis: sum(redis),
-            postgres: sum(&pids_named("postgres")),
+            postgres: pids_named("postgres")
+                .into_iter()
+                .filter_map(|p| Some((p, cpu_seconds(p)?)))
+                .collect(),
         }
     }
 
-    /// What was used between `earlier` and `self`.
-    pub(crate) fn since(self, earlier: Self) -> Self {
-        Self {
+    /// What was used between `earlier` and `self`. A `postgres` process that started in between
+    /// counts in full; one that ended in between is lost (its CPU cannot be read any more), so
+    /// a backend that exits never makes the figure negative.
+    pub(crate) fn since(&self, earlier: &Self) -> CpuUse {
+        let postgres = self
+            .postgres
+            .iter()
+            .map(|(pid, now)| {
+                let before = earlier
+                    .postgres
+                    .iter()
+                    .find(|(p, _)| p == pid)
+                    .map_or(0.0, |(_, s)| *s);
+                (now - before).max(0.0)
+            })
+            .sum();
+        CpuUse {
             load_generator: self.load_generator - earlier.load_generator,
             origins: self.origins - earlier.origins,
             redis: self.redis - earlier.redis,
-            postgres: self.postgres - earlier.postgres,
+            postgres,
         }
-    }
-
-    pub(crate) fn total(self) -> f64 {
-        self.load_generator + self.origins + self.redis + self.postgres
     }
 }
 
@@ -119,13 +148,30 @@ mod tests {
 
     #[test]
     fn this_process_uses_cpu_time_that_grows() {
+        // Spins until 0.1 s of CPU time shows (on a loaded machine 300 ms of wall clock can hold
+        // less than that), for at most a generous 30 s.
         let before = cpu_seconds(std::process::id()).expect("own stat");
         let spin = std::time::Instant::now();
         let mut x = 0u64;
-        while spin.elapsed() < std::time::Duration::from_millis(300) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        let mut after = before;
+        while after - before < 0.1 && spin.elapsed() < std::time::Duration::from_secs(30) {
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            after = cpu_seconds(std::process::id()).expect("own stat");
         }
-        let after = cpu_seconds(std::process::id()).expect("own stat");
         assert!(after - before >= 0.1, "{before} -> {after}");
+    }
+
+    #[test]
+    fn a_postgres_process_that_ends_during_the_run_does_not_count_negative() {
+        let sample = |postgres: Vec<(u32, f64)>| CpuSample {
+            postgres,
+            ..CpuSample::default()
+        };
+        let before = sample(vec![(10, 5.0), (11, 100.0)]);
+        let after = sample(vec![(10, 5.5), (12, 0.25)]);
+        let used = after.since(&before).postgres;
+        assert!((used - 0.75).abs() < 1e-9, "{used}");
     }
 }

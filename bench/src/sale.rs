@@ -1,5 +1,6 @@
 //! One flash sale: create the SKU, run C shoppers until sell-out, collect latencies and statuses,
-//! then check the invariants against the database.
+//! then check the invariants against the database. Against the ceiling (canned answers, nothing
+//! stored) there is no SKU to create and no books: its first `stock` 201s are the sale.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use tokio::sync::Mutex;
 
 use crate::SaleArgs;
 use crate::books::{self, Generation, Invariants, SkuBooks};
-use crate::procstat::CpuUse;
+use crate::procstat::CpuSample;
 
 /// Where a sale runs: the shoppers' targets, the admin API, and the database to check.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +32,21 @@ pub(crate) struct Endpoints<'a> {
     pub(crate) auth: &'a Auth,
     /// The origin's database, for the invariant check.
     pub(crate) database_url: &'a str,
+    /// Whose books to check after the sale.
+    pub(crate) books: Books<'a>,
+}
+
+/// What kind of target keeps the books, and so how the sale is checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Books<'a> {
+    /// The origin: `skus` and `orders` (`books::check`).
+    Origin,
+    /// The redis-lua baseline: `lua_orders` and the Redis node at this URL
+    /// (`books::check_redis_lua`).
+    RedisLua { redis_url: &'a str },
+    /// The ceiling: canned answers, no SKU and no books; every 201 counts as a unit until the
+    /// stock is reached, after which each shopper stops at its next 201.
+    Canned,
 }
 
 /// Processes of a local cluster whose CPU time the sale reports (`bench compare`).
@@ -80,6 +96,10 @@ pub(crate) struct SaleResult {
 
 struct Shared {
     client: reqwest::Client,
+    /// Count every 201 as a unit, up to `stock`; past it a 201 ends the shopper
+    /// ([`Books::Canned`]).
+    canned: bool,
+    stock: u64,
     targets: Vec<String>,
     auth: Auth,
     sku: String,
@@ -186,7 +206,9 @@ pub(crate) async fn run(
         admin_token,
         auth,
         database_url,
+        books: kind,
     } = *endpoints;
+    let canned = matches!(kind, Books::Canned);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
@@ -195,25 +217,30 @@ pub(crate) async fn run(
         .sku
         .clone()
         .unwrap_or_else(|| format!("BENCH-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
-    let res = client
-        .put(format!("{admin_url}/v1/admin/skus/{sku}"))
-        .bearer_auth(admin_token)
-        .json(&serde_json::json!({"name": "Benchmark item", "price_cents": 100, "stock": args.stock, "max_per_user": args.max_per_user}))
-        .send()
-        .await
-        .context("creating the SKU")?;
-    anyhow::ensure!(
-        res.status().is_success(),
-        "creating the SKU: {} {}",
-        res.status(),
-        res.text().await.unwrap_or_default()
-    );
-    let generation = books::current_generation(database_url, &sku).await?;
+    if !canned {
+        let res = client
+            .put(format!("{admin_url}/v1/admin/skus/{sku}"))
+            .bearer_auth(admin_token)
+            .json(&serde_json::json!({"name": "Benchmark item", "price_cents": 100, "stock": args.stock, "max_per_user": args.max_per_user}))
+            .send()
+            .await
+            .context("creating the SKU")?;
+        anyhow::ensure!(
+            res.status().is_success(),
+            "creating the SKU: {} {}",
+            res.status(),
+            res.text().await.unwrap_or_default()
+        );
+    }
+    let generation = match kind {
+        Books::Origin => books::current_generation(database_url, &sku).await?,
+        Books::RedisLua { .. } | Books::Canned => 0,
+    };
     if !args.cold_connections {
         warm_connections(&client, targets, args.concurrency).await;
     }
     let metrics_before = scrape(&client, targets).await;
-    let cpu_before = cluster_pids.map(|p| CpuUse::now(p.origins, p.redis));
+    let cpu_before = cluster_pids.map(|p| CpuSample::now(p.origins, p.redis));
 
     let bar = ProgressBar::new(u64::try_from(args.stock).unwrap_or(0));
     bar.set_style(
@@ -224,6 +251,8 @@ pub(crate) async fn run(
     );
     let shared = Arc::new(Shared {
         client,
+        canned,
+        stock: u64::try_from(args.stock).unwrap_or(0),
         targets: targets.to_vec(),
         auth: auth.clone(),
         sku: sku.clone(),
@@ -255,7 +284,7 @@ pub(crate) async fn run(
     shared.bar.finish_and_clear();
     let cpu = cluster_pids
         .zip(cpu_before)
-        .map(|(p, before)| CpuUse::now(p.origins, p.redis).since(before));
+        .map(|(p, before)| CpuSample::now(p.origins, p.redis).since(&before));
     let metrics_after = scrape(&shared.client, targets).await;
 
     let samples = std::mem::take(&mut *shared.samples.lock().await);
@@ -267,19 +296,41 @@ pub(crate) async fn run(
                 .max(1),
         )?;
     }
-    let units_sold = shared.sold.load(Ordering::Relaxed);
+    let units_sold = match shared.sold.load(Ordering::Relaxed) {
+        n if canned => n.min(shared.stock),
+        n => n,
+    };
     let last = shared.last_201_micros.load(Ordering::Relaxed);
     let order_ids: Vec<String> = shared.order_ids.lock().await.iter().cloned().collect();
-    let sold = SkuBooks {
-        sku: sku.clone(),
-        cap: args.max_per_user,
-        generations: vec![Generation {
-            number: generation,
-            initial: args.stock,
-            closed_with: None,
-        }],
+    let invariants = match kind {
+        Books::Origin => {
+            let sold = SkuBooks {
+                sku: sku.clone(),
+                cap: args.max_per_user,
+                generations: vec![Generation {
+                    number: generation,
+                    initial: args.stock,
+                    closed_with: None,
+                }],
+            };
+            books::check(database_url, &[sold], &order_ids).await?
+        }
+        Books::RedisLua { redis_url } => {
+            books::check_redis_lua(
+                database_url,
+                redis_url,
+                &sku,
+                args.stock,
+                args.max_per_user,
+                &order_ids,
+            )
+            .await?
+        }
+        Books::Canned => Invariants {
+            canned: true,
+            ..Invariants::default()
+        },
     };
-    let invariants = books::check(database_url, &[sold], &order_ids).await?;
     Ok(SaleResult {
         name: name.unwrap_or(&args.label).to_owned(),
         concurrency: args.concurrency,
@@ -368,6 +419,23 @@ async fn shopper(s: Arc<Shared>, i: usize) {
             };
             *s.statuses.lock().await.entry(label).or_insert(0) += 1;
             match status {
+                201 if s.canned => {
+                    let n = s.sold.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n <= s.stock {
+                        s.bar.inc(1);
+                        s.last_201_micros.fetch_max(
+                            u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
+                            Ordering::Relaxed,
+                        );
+                    }
+                    if n >= s.stock {
+                        // Sold out: this shopper's last answer, as a real target's 409. Every
+                        // shopper still sends its first request, so the opening burst is the
+                        // same as against a real target (the whole burst for the last item).
+                        return;
+                    }
+                    break;
+                }
                 201 => {
                     if let Some(id) = json["order_id"].as_str() {
                         if s.order_ids.lock().await.insert(id.to_owned()) {
@@ -390,6 +458,66 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                 }
                 _ => return, // sold_out, purchase_limit, or a 4xx the benchmark does not expect
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve;
+
+    /// A sale of `stock` units by `shoppers` against an in-process ceiling.
+    async fn ceiling_sale(stock: i64, shoppers: usize) -> SaleResult {
+        let ring = SecretRing::single(crate::cluster::EDGE_SECRET);
+        let listener = serve::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server = tokio::spawn(serve::serve_on(
+            listener,
+            serve::ceiling::router(ring.clone()),
+        ));
+        let args = SaleArgs {
+            concurrency: shoppers,
+            stock,
+            max_per_user: 1_000_000,
+            max_seconds: 60,
+            sku: None,
+            out_dir: std::env::temp_dir(),
+            label: "test".into(),
+            cold_connections: true,
+            samples_csv: false,
+        };
+        let targets = [url.clone()];
+        let auth = Auth::Edge(ring);
+        let endpoints = Endpoints {
+            targets: &targets,
+            admin_url: &url,
+            admin_token: "",
+            auth: &auth,
+            database_url: "",
+            books: Books::Canned,
+        };
+        let result = run(&args, &endpoints, None, None).await.expect("sale");
+        server.abort();
+        result
+    }
+
+    #[tokio::test]
+    async fn against_the_ceiling_every_shopper_opens_and_the_stock_ends_the_sale() {
+        for (stock, shoppers) in [(1, 50), (200, 20)] {
+            let r = ceiling_sale(stock, shoppers).await;
+            let units = u64::try_from(stock).expect("stock");
+            assert_eq!(r.units_sold, units, "stock {stock}");
+            // Each shopper ends at its first 201 past the stock (a real target's 409), so all
+            // of them send their opening request, as against a real target.
+            let c = u64::try_from(shoppers).expect("shoppers");
+            assert_eq!(
+                r.statuses.get("201"),
+                Some(&(units - 1 + c)),
+                "stock {stock}"
+            );
+            assert_eq!(r.latency.len(), units - 1 + c, "stock {stock}");
+            assert!(r.sell_out_at.is_some() && r.invariants.canned && r.invariants.ok());
         }
     }
 }

@@ -340,11 +340,13 @@ pub(crate) async fn run(args: &SoakArgs, command_line: &str) -> anyhow::Result<b
         args.origins, args.redis_nodes, args.rate, args.minutes
     );
     let cluster = Cluster::start(
-        &args.origin_bin,
+        cluster::Server::Origin {
+            bin: &args.origin_bin,
+            single_flight: true,
+            redis_nodes: args.redis_nodes,
+        },
         &args.postgres,
         args.origins,
-        args.redis_nodes,
-        true,
     )
     .await?;
     // Only what the origins log from here on (readiness polling at start-up logs 503s).
