@@ -89,18 +89,19 @@ impl Readiness {
             }
         }
         let started = Instant::now();
-        let (db, lock) = tokio::join!(crate::store::ping(&app.pool), app.lock.quorum_reachable());
-        let probe = match (db, lock) {
-            (Ok(()), true) => Probe::Ready,
-            (Err(e), _) => {
+        // Every node is probed to the end (within the node timeout), not just until a quorum
+        // answered: readiness is off the purchase path, and a complete probe keeps each node's
+        // breaker and `redlock_node_errors_total` current, and says which nodes are out.
+        let (db, states) = tokio::join!(crate::store::ping(&app.pool), app.lock.node_states());
+        let status = app.lock.quorum_status();
+        let voting = states.iter().filter(|s| matches!(s, NodeState::Ready)).count();
+        let probe = match db {
+            Err(e) => {
                 tracing::warn!(error = %e, "readiness: database unavailable");
                 Probe::DatabaseDown
             }
-            (Ok(()), false) => {
-                let states = app.lock.node_states().await;
-                let status = app.lock.quorum_status();
-                Probe::QuorumUnreachable(Arc::new(LockReadiness::new(&states, &status)))
-            }
+            Ok(()) if voting >= status.quorum => Probe::Ready,
+            Ok(()) => Probe::QuorumUnreachable(Arc::new(LockReadiness::new(&states, &status))),
         };
         *last = Some((started, probe.clone()));
         probe
