@@ -224,8 +224,9 @@ async fn forward_to_origin(
         worker::console_warn!("user gate finish failed: {e}");
     }
 
-    // Re-read just before writing, to narrow the window in which a concurrent writer's lower
-    // bound could be overwritten (which would only cost an extra origin call).
+    // Re-read just before writing, to narrow the window in which a concurrent writer's facts (a
+    // lower bound, or a warmup's raise) could be overwritten: the Cache API has no
+    // compare-and-set (see `crate::shield`).
     let facts = sku_cache::get_facts(facts_key).await;
     let answered = forward::Answered {
         qty: purchase.request.qty.get(),
