@@ -2,9 +2,10 @@
 // the BUILT worker in workerd (`wrangler dev` with the [build]-less config), each on a free port,
 // each in its own process group so that stopping kills every child (node, esbuild, workerd×2).
 import { spawn, execFileSync } from "node:child_process";
-import { createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, openSync, readFileSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -232,6 +233,31 @@ export class Stack {
     return { status: r.status, body: await r.json() };
   }
 
+  /**
+   * `POST /v1/purchases` straight to the origin, signed (v2) like the suite's edge signs: a
+   * purchase the origin decides and stores without any edge's Durable Object knowing it (as when
+   * the edge's record was purged after its retention, or its `finish` was lost).
+   */
+  async originPurchase({ user, key, body }) {
+    const text = JSON.stringify(body);
+    const t = String(now());
+    const hash = createHash("sha256").update(text).digest("hex");
+    const net = (x) => `${Buffer.byteLength(x)}:${x},`;
+    const signed = ["flashgate-signature-v2", t, EDGE_KID, "POST", "/v1/purchases", user, key, hash].map(net).join("");
+    const v2 = createHmac("sha256", EDGE_SHARED_SECRET).update(signed).digest("hex");
+    const r = await fetch(`${this.originUrl}/v1/purchases`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "idempotency-key": key,
+        "flashgate-user": user,
+        "flashgate-signature": `t=${t},kid=${EDGE_KID},v2=${v2}`,
+      },
+      body: text,
+    });
+    return response(r);
+  }
+
   /** `origin_edge_signatures_total{scheme,kid}` samples on the origin's /metrics, as { "v2/e1": n }. */
   async originSignatures() {
     const text = await (await fetch(`${this.originUrl}/metrics`)).text();
@@ -295,6 +321,69 @@ async function response(r) {
     json = undefined;
   }
   return { status: r.status, headers: r.headers, text, json };
+}
+
+/**
+ * An HTTP pass-through in front of the real origin, for an edge started with its `url` as
+ * ORIGIN_URL: it counts the requests it forwards (`count("GET /v1/skus/A")`) and can hold the
+ * origin's answers to some of them until the test releases them (`hold(predicate)` returns
+ * { arrived: Promise, release() }), which makes "answered after something else happened" exact.
+ */
+export async function originProxy(targetUrl) {
+  const counts = new Map();
+  const holds = [];
+  const srv = createHttpServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const path = req.url.split("?")[0];
+    const name = `${req.method} ${path}`;
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+    const headers = {};
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (!["host", "connection", "content-length", "transfer-encoding", "keep-alive"].includes(k)) headers[k] = v;
+    }
+    try {
+      const r = await fetch(`${targetUrl}${req.url}`, {
+        method: req.method,
+        headers,
+        body: ["GET", "HEAD"].includes(req.method) ? undefined : Buffer.concat(chunks),
+      });
+      const body = Buffer.from(await r.arrayBuffer());
+      const hold = holds.find((h) => !h.taken && h.matches(req.method, path));
+      if (hold) {
+        hold.taken = true;
+        hold.arrivedOk({ status: r.status, body: body.toString() });
+        await hold.released;
+      }
+      const out = {};
+      r.headers.forEach((v, k) => {
+        if (!["connection", "content-length", "transfer-encoding", "keep-alive", "content-encoding"].includes(k)) out[k] = v;
+      });
+      res.writeHead(r.status, out);
+      res.end(body);
+    } catch (e) {
+      res.writeHead(502);
+      res.end(String(e));
+    }
+  });
+  await new Promise((ok) => srv.listen(0, "127.0.0.1", ok));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    count: (name) => counts.get(name) ?? 0,
+    /** Holds the origin's answer to the next request matching (method, path). */
+    hold(matches) {
+      const h = { matches, taken: false };
+      h.arrived = new Promise((ok) => (h.arrivedOk = ok));
+      h.released = new Promise((ok) => (h.release = ok));
+      holds.push(h);
+      return { arrived: h.arrived, release: () => h.release() };
+    },
+    close: () => {
+      for (const h of holds) h.release?.();
+      srv.closeAllConnections();
+      return new Promise((ok) => srv.close(ok));
+    },
+  };
 }
 
 /** A TCP server that accepts connections and never answers: an origin that hangs. */

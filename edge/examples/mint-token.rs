@@ -1,12 +1,15 @@
 //! Mints a shopper session token (HS256 JWT) for local testing of the edge.
 //!
 //! ```text
-//! cargo run -q -p edge --example mint-token -- --sub alice [--secret S] [--kid K] [--ttl 3600]
+//! cargo run -q -p edge --example mint-token -- --sub alice [--secret S] [--kid K] [--ttl 3600] \
+//!     [--iss ISSUER] [--aud AUDIENCE]
 //! ```
 //!
 //! The secret defaults to `$SESSION_SECRET`, then to the `.dev.vars.example` value. With `--kid`
 //! the token's header names the session key (`SESSION_SECRETS="K:S,…"` on the edge); without it
-//! the edge tries every configured session key. Prints the token on stdout, e.g. for
+//! the edge tries every configured session key. `--iss` / `--aud` set those claims, for an edge
+//! with `SESSION_ISSUER` / `SESSION_AUDIENCE`; the edge refuses a `--ttl` above its
+//! `SESSION_MAX_LIFETIME_SECS` (one day by default). Prints the token on stdout, e.g. for
 //! `curl -H "Authorization: Bearer $(…)"`.
 
 use std::process::ExitCode;
@@ -19,7 +22,7 @@ const DEV_SECRET: &str = "dev-session-secret-change-me";
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: mint-token --sub <user id> [--secret <session secret>] [--kid <its key id>] [--ttl <seconds, default 3600>]"
+        "usage: mint-token --sub <user id> [--secret <session secret>] [--kid <its key id>] [--ttl <seconds, default 3600>] [--iss <issuer>] [--aud <audience>]"
     );
     ExitCode::from(2)
 }
@@ -31,6 +34,8 @@ fn main() -> ExitCode {
         .filter(|s| !s.is_empty());
     let mut ttl: i64 = 3600;
     let mut kid = None;
+    let mut iss = None;
+    let mut aud = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let Some(value) = args.next() else {
@@ -46,6 +51,8 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--iss" => iss = Some(value),
+            "--aud" => aud = Some(value),
             "--ttl" => match value.parse() {
                 Ok(v) => ttl = v,
                 Err(_) => return usage(),
@@ -62,7 +69,12 @@ fn main() -> ExitCode {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let now = i64::try_from(now).unwrap_or(i64::MAX);
-    let claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now.saturating_add(ttl) });
+    let mut claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now.saturating_add(ttl) });
+    for (name, value) in [("iss", iss), ("aud", aud)] {
+        if let (Some(value), Some(claims)) = (value, claims.as_object_mut()) {
+            claims.insert(name.to_owned(), serde_json::Value::String(value));
+        }
+    }
     let secret = secret.unwrap_or_else(|| DEV_SECRET.to_owned());
     let token = match kid {
         Some(kid) => sign_hs256_kid(&claims, &kid, secret.as_bytes()),

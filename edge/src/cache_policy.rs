@@ -4,7 +4,11 @@
 //! primes the data center that served it, and each data center fills its own cache on misses):
 //! - the public SKU view (`GET /v1/skus/{sku}`), `max-age = SKU_CACHE_TTL_SECS`, short because
 //!   `stock` moves during a sale;
-//! - the SKU facts of the shields ([`crate::shield::SkuFacts`]), kept `SKU_FACTS_TTL_SECS`.
+//! - the SKU facts of the shields ([`crate::shield::SkuFacts`]), kept `SKU_FACTS_TTL_SECS`;
+//! - the mark that a SKU is unknown to the origin (its `GET /v1/skus/{sku}` was 404), kept
+//!   `SKU_MISSING_TTL_SECS` (a few seconds): repeated views of a name that does not exist cost
+//!   one origin query per data center and period instead of one each. A warmup that finds the SKU
+//!   removes the mark; otherwise a SKU created meanwhile shows up when the mark expires.
 //!
 //! Keys live under a reserved path of the edge's own host, so they can never collide with a URL a
 //! client could request and be served from the cache by accident.
@@ -30,6 +34,14 @@ pub fn facts_key(base: &str, sku: &Sku) -> String {
     )
 }
 
+/// Cache key of the mark that a SKU is unknown to the origin.
+pub fn missing_key(base: &str, sku: &Sku) -> String {
+    format!(
+        "{}/__flashgate/cache/v1/sku-missing/{sku}",
+        base.trim_end_matches('/')
+    )
+}
+
 /// `Cache-Control` of a cached entry (and of the SKU view sent to clients) kept `ttl_secs`.
 pub fn cache_control(ttl_secs: u32) -> String {
     format!("public, max-age={ttl_secs}")
@@ -48,7 +60,8 @@ pub fn parse_view(sku: &Sku, body: &[u8]) -> Option<SkuView> {
 pub enum OriginView {
     /// 200 with a valid view: serve it, cache it, learn from it.
     Found(SkuView),
-    /// 404: pass on, do not cache (the SKU may be created any moment).
+    /// 404: pass on, and remember for `SKU_MISSING_TTL_SECS` (the SKU may be created any moment,
+    /// so only briefly).
     Missing,
     /// Anything else: the origin cannot be had (503 to the client).
     Unavailable,
@@ -79,6 +92,12 @@ mod tests {
             "https://edge.example/__flashgate/cache/v1/sku-view/A"
         );
         assert_ne!(view_key("https://e", &a), facts_key("https://e", &a));
+        assert_eq!(
+            missing_key("https://edge.example/", &a),
+            "https://edge.example/__flashgate/cache/v1/sku-missing/A"
+        );
+        assert_ne!(missing_key("https://e", &a), view_key("https://e", &a));
+        assert_ne!(missing_key("https://e", &a), facts_key("https://e", &a));
     }
 
     #[test]

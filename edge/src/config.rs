@@ -8,6 +8,7 @@ use shared::secrets::MIN_SECRET_LEN;
 use shared::{BearerTokens, SecretRing, SecretsError};
 
 use crate::gcra::Policy;
+use crate::jwt::TokenRules;
 use crate::protocol::RateSettings;
 
 /// Everything the edge is configured with.
@@ -27,6 +28,11 @@ pub struct Settings {
     pub sku_cache_ttl_secs: u32,
     /// How long sold-out/cap facts are kept in the cache (`SKU_FACTS_TTL_SECS`).
     pub sku_facts_ttl_secs: u32,
+    /// How long a `404 unknown_sku` of `GET /v1/skus/{sku}` is cached (`SKU_MISSING_TTL_SECS`).
+    pub sku_missing_ttl_secs: u32,
+    /// What shopper tokens' claims must satisfy: `SESSION_MAX_LIFETIME_SECS`, and the optional
+    /// `SESSION_ISSUER` / `SESSION_AUDIENCE`.
+    pub session_rules: TokenRules,
     /// `SESSION_SECRETS` (`kid:secret,…`) or `SESSION_SECRET`: HS256 keys of shopper tokens. A
     /// token's `kid` header picks its key; a token without `kid` may match any of them.
     pub session_secrets: SecretRing,
@@ -59,7 +65,12 @@ pub mod defaults {
     pub const ORIGIN_TIMEOUT_MS: u32 = 8_000;
     pub const SKU_CACHE_TTL_SECS: u32 = 5;
     pub const SKU_FACTS_TTL_SECS: u32 = 86_400;
+    pub const SKU_MISSING_TTL_SECS: u32 = 5;
+    pub const SESSION_MAX_LIFETIME_SECS: u32 = crate::jwt::DEFAULT_MAX_LIFETIME_SECS;
 }
+
+/// Longest `SESSION_ISSUER` / `SESSION_AUDIENCE` accepted.
+pub const MAX_CLAIM_SETTING_LEN: usize = 256;
 
 /// The rate-limit policy's name in the `RateLimit` fields.
 pub const RATE_LIMIT_POLICY_NAME: &str = "purchase";
@@ -93,6 +104,24 @@ impl Settings {
                     other => other.to_string(),
                 },
             }
+        };
+        // An optional string claim to match: unset or blank = not checked.
+        let claim = |name: &'static str| -> Result<Option<String>, ConfigError> {
+            let Some(raw) = get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+            else {
+                return Ok(None);
+            };
+            if raw.len() > MAX_CLAIM_SETTING_LEN || raw.chars().any(char::is_control) {
+                return Err(ConfigError {
+                    name,
+                    reason: format!(
+                        "must be at most {MAX_CLAIM_SETTING_LEN} bytes without control characters"
+                    ),
+                });
+            }
+            Ok(Some(raw))
         };
         let ring = |list: &'static str, single: &'static str| {
             SecretRing::from_config(get(list).as_deref(), get(single).as_deref(), MIN_SECRET_LEN)
@@ -152,6 +181,20 @@ impl Settings {
                 defaults::SKU_FACTS_TTL_SECS,
                 60..=30 * 86_400,
             )?,
+            sku_missing_ttl_secs: number(
+                "SKU_MISSING_TTL_SECS",
+                defaults::SKU_MISSING_TTL_SECS,
+                1..=300,
+            )?,
+            session_rules: TokenRules {
+                max_lifetime_secs: number(
+                    "SESSION_MAX_LIFETIME_SECS",
+                    defaults::SESSION_MAX_LIFETIME_SECS,
+                    60..=30 * 86_400,
+                )?,
+                issuer: claim("SESSION_ISSUER")?,
+                audience: claim("SESSION_AUDIENCE")?,
+            },
             session_secrets: ring("SESSION_SECRETS", "SESSION_SECRET")?,
             edge_shared_secrets: ring("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRET")?,
             admin_tokens: BearerTokens::from_config(
@@ -207,6 +250,9 @@ mod tests {
         assert_eq!((s.rate_limit.quota(), s.rate_limit.window_secs()), (5, 10));
         assert_eq!(s.retention_secs, 86_400);
         assert_eq!(s.in_flight_timeout_ms(), 30_000);
+        assert_eq!(s.sku_missing_ttl_secs, 5);
+        assert_eq!(s.session_rules, TokenRules::default());
+        assert_eq!(s.session_rules.max_lifetime_secs, 86_400);
         assert!(
             !format!("{s:?}").contains("session-secret-0123456789"),
             "secrets must not print"
@@ -218,13 +264,41 @@ mod tests {
         let mut pairs = REQUIRED.to_vec();
         pairs.push(("RATE_LIMIT_QUOTA", "20"));
         pairs.push(("RATE_LIMIT_WINDOW_SECS", "60"));
+        pairs.push(("SKU_MISSING_TTL_SECS", "30"));
+        pairs.push(("SESSION_MAX_LIFETIME_SECS", "600"));
+        pairs.push(("SESSION_ISSUER", " https://shop.example "));
+        pairs.push(("SESSION_AUDIENCE", "flashgate"));
         let s = Settings::from_lookup(lookup(&pairs)).expect("valid");
         assert_eq!((s.rate_limit.quota(), s.rate_limit.window_secs()), (20, 60));
+        assert_eq!(s.sku_missing_ttl_secs, 30);
+        assert_eq!(
+            s.session_rules,
+            TokenRules {
+                max_lifetime_secs: 600,
+                issuer: Some("https://shop.example".into()),
+                audience: Some("flashgate".into()),
+            }
+        );
+        // Blank = unset.
+        let mut blank = REQUIRED.to_vec();
+        blank.push(("SESSION_ISSUER", "  "));
+        blank.push(("SESSION_AUDIENCE", ""));
+        let s = Settings::from_lookup(lookup(&blank)).expect("valid");
+        assert_eq!(
+            (s.session_rules.issuer, s.session_rules.audience),
+            (None, None)
+        );
 
         for (name, value) in [
             ("RATE_LIMIT_QUOTA", "0"),
             ("RATE_LIMIT_QUOTA", "x"),
             ("IDEMPOTENCY_RETENTION_SECS", "3600"),
+            ("SKU_MISSING_TTL_SECS", "0"),
+            ("SKU_MISSING_TTL_SECS", "301"),
+            ("SESSION_MAX_LIFETIME_SECS", "59"),
+            ("SESSION_MAX_LIFETIME_SECS", "1e300"),
+            ("SESSION_MAX_LIFETIME_SECS", "-1"),
+            ("SESSION_ISSUER", "a\nb"),
             ("ORIGIN_URL", "ftp://x"),
             ("ORIGIN_URL", ""),
         ] {

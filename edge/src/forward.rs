@@ -104,18 +104,38 @@ pub fn unavailable() -> Reply {
     )
 }
 
-/// The facts an origin answer teaches about the SKU, if any (`qty` was asked).
-pub fn learn(facts: SkuFacts, qty: u32, status: u16, body: &str) -> Option<SkuFacts> {
-    if status == 201 {
-        let remaining = serde_json::from_str::<PurchaseResponse>(body)
-            .ok()?
-            .remaining;
-        return Some(facts.after_purchase(remaining)).filter(|f| *f != facts);
+/// An origin answer to a forwarded purchase, with what the shield needs to know about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered<'a> {
+    /// Units the request asked for.
+    pub qty: u32,
+    pub status: u16,
+    pub body: &'a str,
+    /// The origin replayed a stored outcome (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+    /// When the edge sent the request, unix ms.
+    pub sent_ms: i64,
+}
+
+/// The facts an origin answer teaches about the SKU, if any. A replay repeats a decision of the
+/// past (maybe of an earlier sale) and an answer to a request sent before the bound was last
+/// raised may have been decided before that restock: neither lowers the bound.
+pub fn learn(facts: SkuFacts, answer: &Answered<'_>) -> Option<SkuFacts> {
+    if answer.replayed || !facts.lowered_by(answer.sent_ms) {
+        return None;
     }
-    if status == 409 && problem_code(body.as_bytes()) == Some(ErrorCode::SoldOut) {
-        return Some(facts.after_sold_out(qty)).filter(|f| *f != facts);
-    }
-    None
+    let learned = match answer.status {
+        201 => facts.after_purchase(
+            serde_json::from_str::<PurchaseResponse>(answer.body)
+                .ok()?
+                .remaining,
+        ),
+        409 if problem_code(answer.body.as_bytes()) == Some(ErrorCode::SoldOut) => {
+            facts.after_sold_out(answer.qty)
+        }
+        _ => return None,
+    };
+    Some(learned).filter(|f| *f != facts)
 }
 
 #[cfg(test)]
@@ -128,7 +148,7 @@ mod tests {
 
     #[test]
     fn the_forwarded_request_verifies_with_the_origin_rules() {
-        let token = crate::jwt::sign_hs256(&json!({"sub": "alice", "exp": 2_000_000_000}), b"s");
+        let token = crate::jwt::sign_hs256(&json!({"sub": "alice", "exp": 1_700_003_600}), b"s");
         let auth = format!("Bearer {token}");
         let incoming = Incoming {
             authorization: Some(&auth),
@@ -136,7 +156,8 @@ mod tests {
             body: br#"{ "qty":1, "sku":"A" }"#,
         };
         let session = SecretRing::single(b"s".to_vec());
-        let p = validate(incoming, &session, 1_700_000_000).expect("valid");
+        let rules = crate::jwt::TokenRules::default();
+        let p = validate(incoming, &session, &rules, 1_700_000_000).expect("valid");
         // The edge mid-rotation: new key first (current), old key still held.
         let edge_keys = SecretRing::parse("k2:edge-new,k1:edge-old", 1).expect("ring");
         let rid = RequestId::parse("shop-trace-1").expect("id");
@@ -227,25 +248,77 @@ mod tests {
         ));
     }
 
+    fn fresh<'a>(qty: u32, status: u16, body: &'a str) -> Answered<'a> {
+        Answered {
+            qty,
+            status,
+            body,
+            replayed: false,
+            sent_ms: 5_000,
+        }
+    }
+
     #[test]
     fn facts_are_learned_from_sold_out_and_remaining() {
         let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
         assert_eq!(
-            learn(SkuFacts::default(), 2, 409, &sold).and_then(|f| f.stock_bound),
+            learn(SkuFacts::default(), &fresh(2, 409, &sold)).and_then(|f| f.stock_bound),
             Some(1)
         );
         let created = r#"{"order_id":"o","sku":"A","qty":1,"user":"u","remaining":0}"#;
         assert_eq!(
-            learn(SkuFacts::default(), 1, 201, created).and_then(|f| f.stock_bound),
+            learn(SkuFacts::default(), &fresh(1, 201, created)).and_then(|f| f.stock_bound),
             Some(0)
         );
         let limit = Problem::new(ErrorCode::PurchaseLimit, "x").to_json();
-        assert_eq!(learn(SkuFacts::default(), 1, 409, &limit), None);
+        assert_eq!(learn(SkuFacts::default(), &fresh(1, 409, &limit)), None);
         // Nothing new: no write.
         let known = SkuFacts {
             stock_bound: Some(0),
-            max_per_user: None,
+            ..SkuFacts::default()
         };
-        assert_eq!(learn(known, 1, 201, created), None);
+        assert_eq!(learn(known, &fresh(1, 201, created)), None);
+    }
+
+    #[test]
+    fn replays_and_answers_from_before_the_last_raise_never_lower_the_bound() {
+        let created = r#"{"order_id":"o","sku":"A","qty":1,"user":"u","remaining":0}"#;
+        let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        // Restocked and warmed at t = 5,000 ms.
+        let view = shared::SkuView {
+            sku: "A".into(),
+            name: "A".into(),
+            price_cents: 1,
+            stock: 10,
+            max_per_user: 5,
+        };
+        let warm = SkuFacts::from_warmup(&view, 5_000);
+        for (status, body) in [(201, created), (409, sold.as_str())] {
+            // The origin replays a purchase of the earlier sale: remaining 0, but a replay.
+            let replay = Answered {
+                replayed: true,
+                sent_ms: 9_000,
+                ..fresh(1, status, body)
+            };
+            assert_eq!(learn(warm, &replay), None, "{status} replayed");
+            // Sent before (or at) the warmup: decided before the restock, perhaps.
+            for sent_ms in [4_000, 5_000] {
+                let early = Answered {
+                    sent_ms,
+                    ..fresh(1, status, body)
+                };
+                assert_eq!(learn(warm, &early), None, "{status} sent at {sent_ms}");
+            }
+            // Sent after it: a decision of this sale, it lowers.
+            let late = Answered {
+                sent_ms: 5_001,
+                ..fresh(1, status, body)
+            };
+            assert_eq!(
+                learn(warm, &late).and_then(|f| f.stock_bound),
+                Some(0),
+                "{status}"
+            );
+        }
     }
 }

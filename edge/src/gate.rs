@@ -4,8 +4,12 @@
 //!
 //! Order inside `begin`: rate limit (every attempt counts, replays included), then the
 //! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
-//! limit) — a shield answer is stored with the key like the origin's would be — and finally the
-//! key is claimed for a new attempt.
+//! limit), and finally the key is claimed for a new attempt.
+//!
+//! Only the origin's decisions are stored with a key. A shield answer is the edge's guess from
+//! cached facts, which can be stale (a restock the data center has not seen yet): it leaves the
+//! key as it was (no record), so the same key retried is checked again and reaches the origin once
+//! the shield lets it through. Nothing was bought, so there is nothing to replay.
 
 use shared::Problem;
 
@@ -103,18 +107,10 @@ pub fn begin(
         Lookup::Proceed => match shield::decide(&req.facts, snap.bought, req.qty) {
             Shield::Answer(code) => {
                 let body = Problem::new(code, shield::detail(code)).to_json();
-                let status = code.status();
-                let state = State::Done {
-                    status,
-                    body: body.clone(),
-                };
-                effects.record = RecordChange::Put(Record {
-                    fingerprint: req.fingerprint.clone(),
-                    attempt: next_attempt,
-                    state,
-                    updated_ms: now_ms,
-                });
-                Verdict::Answered { status, body }
+                Verdict::Answered {
+                    status: code.status(),
+                    body,
+                }
             }
             Shield::Pass => {
                 let record = Record {
@@ -331,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn shields_answer_and_store_after_the_idempotency_lookup() {
+    fn shields_answer_after_the_idempotency_lookup_and_store_nothing() {
         let mut snap = Snapshot {
             bought: 2,
             ..Snapshot::default()
@@ -340,6 +336,7 @@ mod tests {
         r.facts = SkuFacts {
             stock_bound: Some(10),
             max_per_user: Some(2),
+            raised_ms: None,
         };
         let (reply, e) = begin(&policy(), &snap, &r, NOW, 1);
         let Verdict::Answered { status, body } = &reply.verdict else {
@@ -349,29 +346,22 @@ mod tests {
             (*status, crate::reply::problem_code(body.as_bytes())),
             (409, Some(ErrorCode::PurchaseLimit))
         );
-        assert!(e.record.stores_done());
+        // Counted by the rate limit, but the key stays free: the origin never decided it.
+        assert!(e.new_tat_us.is_some());
+        assert_eq!(e.record, RecordChange::Keep);
+        assert!(!e.record.stores_done());
         apply(&mut snap, e);
-        // The stored answer is replayed even once the shield would no longer apply.
-        r.facts = SkuFacts::default();
-        let (again, _) = begin(&policy(), &snap, &r, NOW, 2);
-        assert!(matches!(again.verdict, Verdict::Replay { status: 409, .. }));
+        assert_eq!(snap.record, None);
 
         let mut sold = req("g");
         sold.key = "k2".into();
         sold.facts = SkuFacts {
             stock_bound: Some(0),
             max_per_user: Some(2),
+            raised_ms: None,
         };
-        let (reply, _) = begin(
-            &policy(),
-            &Snapshot {
-                bought: 2,
-                ..Snapshot::default()
-            },
-            &sold,
-            NOW,
-            3,
-        );
+        let mut fresh = Snapshot::default();
+        let (reply, e) = begin(&policy(), &fresh, &sold, NOW, 3);
         let Verdict::Answered { body, .. } = &reply.verdict else {
             panic!("{reply:?}")
         };
@@ -379,6 +369,41 @@ mod tests {
             crate::reply::problem_code(body.as_bytes()),
             Some(ErrorCode::SoldOut)
         );
+        apply(&mut fresh, e);
+        // The shield was wrong (a restock this data center had not seen): once the facts say
+        // so, the same key goes to the origin instead of replaying a sold_out nobody decided.
+        sold.facts = SkuFacts {
+            stock_bound: Some(5),
+            ..sold.facts
+        };
+        let (again, _) = begin(&policy(), &fresh, &sold, NOW + 1, 4);
+        assert_eq!(again.verdict, Verdict::Proceed { attempt: 4 });
+    }
+
+    #[test]
+    fn a_shield_answer_leaves_an_expired_attempt_to_finish() {
+        // An attempt whose record expired (its worker died) is not overwritten by a shield
+        // answer: if its origin answer still arrives, it is stored as the origin decided it.
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        apply(&mut snap, e);
+        let mut r = req("f");
+        r.facts = SkuFacts {
+            stock_bound: Some(0),
+            ..SkuFacts::default()
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW + 30_000, 2);
+        assert!(matches!(
+            reply.verdict,
+            Verdict::Answered { status: 409, .. }
+        ));
+        apply(&mut snap, e);
+        let (fin, _) = finish(
+            snap.record.as_ref(),
+            &finish_req(1, 201, "{}"),
+            NOW + 30_001,
+        );
+        assert!(fin.stored);
     }
 
     #[test]

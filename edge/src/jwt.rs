@@ -4,8 +4,12 @@
 //! Verification is deliberately narrow: the header's `alg` must be exactly `HS256` (no `none`, no
 //! algorithm confusion), `crit` is refused, the MAC is checked in constant time *before* the claims
 //! are looked at, `exp` is required, `nbf` is honoured when present, and `sub` must be a valid
-//! [`UserId`]. Every failure is a 401 `unauthenticated`; the variants of [`TokenError`] exist for
-//! logs and tests only.
+//! [`UserId`]. The [`TokenRules`] (settings) bound the rest: a token may not live longer than
+//! `SESSION_MAX_LIFETIME_SECS` (`exp - iat`, or `exp - now` without `iat`, or when `iat` lies in
+//! the future), and `iss` / `aud` must match `SESSION_ISSUER` / `SESSION_AUDIENCE` when those are
+//! set. Dates are compared as `f64`, so absurd values (`1e300`, `-1e300`) are refused, never a
+//! panic or an overflow. Every failure is a 401 `unauthenticated`; the variants of [`TokenError`]
+//! exist for logs and tests only.
 //!
 //! Key selection (rotation): a header `kid` must name a configured session key, and only that key
 //! is tried; a token without `kid` (issued before key ids were used) is tried against every
@@ -43,6 +47,12 @@ pub enum TokenError {
     Expired,
     /// `now < nbf`.
     NotYetValid,
+    /// `exp` lies further from `iat` (or from now) than [`TokenRules::max_lifetime_secs`].
+    LifetimeTooLong,
+    /// `SESSION_ISSUER` is set and `iss` is not exactly it.
+    WrongIssuer,
+    /// `SESSION_AUDIENCE` is set and `aud` neither is it nor, as an array, contains it.
+    WrongAudience,
     /// `sub` is absent or not a valid user id.
     InvalidSubject,
 }
@@ -59,8 +69,69 @@ impl TokenError {
             Self::MissingExpiry => "the bearer token must carry a numeric `exp`",
             Self::Expired => "the bearer token has expired",
             Self::NotYetValid => "the bearer token is not valid yet",
+            Self::LifetimeTooLong => "the bearer token's lifetime exceeds the maximum",
+            Self::WrongIssuer => "the bearer token's `iss` is not the expected issuer",
+            Self::WrongAudience => "the bearer token's `aud` does not name this service",
             Self::InvalidSubject => "the bearer token's `sub` is not a valid user id",
         }
+    }
+}
+
+/// Default of [`TokenRules::max_lifetime_secs`] (`SESSION_MAX_LIFETIME_SECS`): one day.
+pub const DEFAULT_MAX_LIFETIME_SECS: u32 = 86_400;
+
+/// What a token's claims must satisfy beyond its signature, from the settings
+/// (`SESSION_MAX_LIFETIME_SECS`, `SESSION_ISSUER`, `SESSION_AUDIENCE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRules {
+    /// Longest accepted lifetime: `exp - min(iat, now)`, or `exp - now` without `iat`.
+    pub max_lifetime_secs: u32,
+    /// When set, `iss` must be exactly this string.
+    pub issuer: Option<String>,
+    /// When set, `aud` must be this string, or an array with this string among its members
+    /// (RFC 7519 §4.1.3).
+    pub audience: Option<String>,
+}
+
+impl Default for TokenRules {
+    fn default() -> Self {
+        Self {
+            max_lifetime_secs: DEFAULT_MAX_LIFETIME_SECS,
+            issuer: None,
+            audience: None,
+        }
+    }
+}
+
+impl TokenRules {
+    /// Checks the lifetime, `iss` and `aud` of `claims` whose `exp` (finite) is already known to
+    /// lie after `now`.
+    fn check(&self, claims: &Map<String, Value>, exp: f64, now: f64) -> Result<(), TokenError> {
+        let issued = match claims.get("iat") {
+            None => now,
+            Some(iat) => numeric_date(iat).ok_or(TokenError::Malformed)?.min(now),
+        };
+        // Both are finite: the difference is a number or +inf (for ±1e308), never NaN.
+        if exp - issued > f64::from(self.max_lifetime_secs) {
+            return Err(TokenError::LifetimeTooLong);
+        }
+        if let Some(issuer) = &self.issuer
+            && claims.get("iss").and_then(Value::as_str) != Some(issuer.as_str())
+        {
+            return Err(TokenError::WrongIssuer);
+        }
+        if let Some(audience) = &self.audience {
+            let names = |v: &Value| v.as_str() == Some(audience.as_str());
+            let ok = match claims.get("aud") {
+                Some(Value::Array(members)) => members.iter().any(names),
+                Some(aud) => names(aud),
+                None => false,
+            };
+            if !ok {
+                return Err(TokenError::WrongAudience);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -145,8 +216,14 @@ fn mac_matches(
     }
 }
 
-/// Verifies an HS256 token under the session `keys` at unix time `now` and returns its claims.
-pub fn verify_hs256(token: &str, keys: &SecretRing, now: i64) -> Result<Claims, TokenError> {
+/// Verifies an HS256 token under the session `keys` and `rules` at unix time `now` and returns
+/// its claims.
+pub fn verify_hs256(
+    token: &str,
+    keys: &SecretRing,
+    rules: &TokenRules,
+    now: i64,
+) -> Result<Claims, TokenError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(TokenError::Malformed);
     }
@@ -197,6 +274,7 @@ pub fn verify_hs256(token: &str, keys: &SecretRing, now: i64) -> Result<Claims, 
             return Err(TokenError::NotYetValid);
         }
     }
+    rules.check(&claims, exp, now_f)?;
     let sub = match claims.get("sub") {
         Some(Value::String(s)) => UserId::parse(s).map_err(|_| TokenError::InvalidSubject)?,
         _ => return Err(TokenError::InvalidSubject),
@@ -270,7 +348,7 @@ mod tests {
         for (k, secret) in [("s2", "new-session-key"), ("s1", "old-session-key")] {
             let t = sign_hs256_kid(&claims, &kid(k), secret.as_bytes());
             assert_eq!(
-                verify_hs256(&t, &ring, NOW).map(|c| c.sub.to_string()),
+                verify_hs256(&t, &ring, &TokenRules::default(), NOW).map(|c| c.sub.to_string()),
                 Ok("alice".to_owned()),
                 "{k}"
             );
@@ -278,13 +356,13 @@ mod tests {
         // A kid selects exactly its key: another configured key's secret does not verify.
         let crossed = sign_hs256_kid(&claims, &kid("s2"), b"old-session-key");
         assert_eq!(
-            verify_hs256(&crossed, &ring, NOW),
+            verify_hs256(&crossed, &ring, &TokenRules::default(), NOW),
             Err(TokenError::BadSignature)
         );
         // An unknown, retired or non-string kid is refused, even when the MAC is right.
         let unknown = sign_hs256_kid(&claims, &kid("s0"), b"new-session-key");
         assert_eq!(
-            verify_hs256(&unknown, &ring, NOW),
+            verify_hs256(&unknown, &ring, &TokenRules::default(), NOW),
             Err(TokenError::UnknownKey)
         );
         for bad_kid in [
@@ -300,7 +378,7 @@ mod tests {
                 b"new-session-key",
             );
             assert_eq!(
-                verify_hs256(&t, &ring, NOW),
+                verify_hs256(&t, &ring, &TokenRules::default(), NOW),
                 Err(TokenError::UnknownKey),
                 "{bad_kid}"
             );
@@ -308,11 +386,14 @@ mod tests {
         // Tokens without kid (issued before key ids): any configured key.
         for secret in ["new-session-key", "old-session-key"] {
             let t = sign_hs256(&claims, secret.as_bytes());
-            assert!(verify_hs256(&t, &ring, NOW).is_ok(), "{secret}");
+            assert!(
+                verify_hs256(&t, &ring, &TokenRules::default(), NOW).is_ok(),
+                "{secret}"
+            );
         }
         let retired = sign_hs256(&claims, b"older-session-key");
         assert_eq!(
-            verify_hs256(&retired, &ring, NOW),
+            verify_hs256(&retired, &ring, &TokenRules::default(), NOW),
             Err(TokenError::BadSignature)
         );
         // Once the old key is removed, its tokens stop working, with or without kid.
@@ -320,11 +401,11 @@ mod tests {
         let old_kid = sign_hs256_kid(&claims, &kid("s1"), b"old-session-key");
         let old_plain = sign_hs256(&claims, b"old-session-key");
         assert_eq!(
-            verify_hs256(&old_kid, &new_only, NOW),
+            verify_hs256(&old_kid, &new_only, &TokenRules::default(), NOW),
             Err(TokenError::UnknownKey)
         );
         assert_eq!(
-            verify_hs256(&old_plain, &new_only, NOW),
+            verify_hs256(&old_plain, &new_only, &TokenRules::default(), NOW),
             Err(TokenError::BadSignature)
         );
     }
@@ -332,7 +413,7 @@ mod tests {
     #[test]
     fn a_valid_token_yields_its_subject() {
         let t = token(json!({"sub": "alice@shop:1", "exp": NOW + 60, "iat": NOW}));
-        let claims = verify_hs256(&t, &keys(), NOW).expect("valid");
+        let claims = verify_hs256(&t, &keys(), &TokenRules::default(), NOW).expect("valid");
         assert_eq!(claims.sub.as_str(), "alice@shop:1");
         assert_eq!(claims.exp, NOW + 60);
     }
@@ -343,9 +424,19 @@ mod tests {
         // claims {"sub":"bob","exp":4102444800}, key "k".
         let t = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib2IiLCJleHAiOjQxMDI0NDQ4MDB9.\
                  WATS_fEk6DE1_hhmXRhUpoVnIWcipSsCWZsBmj91orM";
+        let k = SecretRing::single(b"k".to_vec());
+        // It expires in 2100, so only without a practical lifetime bound.
+        let lenient = TokenRules {
+            max_lifetime_secs: u32::MAX,
+            ..TokenRules::default()
+        };
         assert_eq!(
-            verify_hs256(t, &SecretRing::single(b"k".to_vec()), NOW).map(|c| c.sub.to_string()),
+            verify_hs256(t, &k, &lenient, NOW).map(|c| c.sub.to_string()),
             Ok("bob".to_owned())
+        );
+        assert_eq!(
+            verify_hs256(t, &k, &TokenRules::default(), NOW),
+            Err(TokenError::LifetimeTooLong)
         );
     }
 
@@ -425,7 +516,11 @@ mod tests {
             ("x".repeat(MAX_TOKEN_LEN + 1), TokenError::Malformed),
         ];
         for (t, want) in cases {
-            assert_eq!(verify_hs256(&t, &keys(), NOW), Err(want), "{t}");
+            assert_eq!(
+                verify_hs256(&t, &keys(), &TokenRules::default(), NOW),
+                Err(want),
+                "{t}"
+            );
         }
     }
 
@@ -437,26 +532,194 @@ mod tests {
         let mut parts: Vec<&str> = t.split('.').collect();
         parts[1] = &forged_claims;
         assert_eq!(
-            verify_hs256(&parts.join("."), &keys(), NOW),
+            verify_hs256(&parts.join("."), &keys(), &TokenRules::default(), NOW),
             Err(TokenError::BadSignature)
         );
         // Padding and non-canonical base64 are malformed, not silently accepted.
         assert_eq!(
-            verify_hs256(&format!("{t}="), &keys(), NOW),
+            verify_hs256(&format!("{t}="), &keys(), &TokenRules::default(), NOW),
             Err(TokenError::Malformed)
         );
         let truncated = &t[..t.len() - 2];
-        assert!(verify_hs256(truncated, &keys(), NOW).is_err());
+        assert!(verify_hs256(truncated, &keys(), &TokenRules::default(), NOW).is_err());
     }
 
     #[test]
     fn fractional_and_huge_dates_are_handled_without_panicking() {
+        let rules = TokenRules::default();
         let t = token(json!({"sub": "alice", "exp": (NOW as f64) + 0.5}));
-        assert!(verify_hs256(&t, &keys(), NOW).is_ok());
-        let t = token(json!({"sub": "alice", "exp": 1e300}));
-        assert!(verify_hs256(&t, &keys(), NOW).is_ok());
+        assert!(verify_hs256(&t, &keys(), &rules, NOW).is_ok());
         let t = token(json!({"sub": "alice", "exp": -1e300}));
-        assert_eq!(verify_hs256(&t, &keys(), NOW), Err(TokenError::Expired));
+        assert_eq!(
+            verify_hs256(&t, &keys(), &rules, NOW),
+            Err(TokenError::Expired)
+        );
+        // Absurd dates are refused, never accepted and never a panic (1e400 is not even JSON
+        // that parses as a number, so the claims are malformed).
+        for (claims, want) in [
+            (
+                json!({"sub": "alice", "exp": 1e300}),
+                TokenError::LifetimeTooLong,
+            ),
+            (
+                json!({"sub": "alice", "exp": f64::MAX}),
+                TokenError::LifetimeTooLong,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "iat": -1e300}),
+                TokenError::LifetimeTooLong,
+            ),
+            (
+                json!({"sub": "alice", "exp": f64::MAX, "iat": -f64::MAX}),
+                TokenError::LifetimeTooLong,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "nbf": 1e300}),
+                TokenError::NotYetValid,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "iat": "yesterday"}),
+                TokenError::Malformed,
+            ),
+            (
+                json!({"sub": "alice", "exp": u64::MAX}),
+                TokenError::LifetimeTooLong,
+            ),
+        ] {
+            let t = token(claims.clone());
+            assert_eq!(
+                verify_hs256(&t, &keys(), &rules, NOW),
+                Err(want),
+                "{claims}"
+            );
+        }
+        let raw = |claims: &str| {
+            let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#);
+            let c = URL_SAFE_NO_PAD.encode(claims);
+            let mut mac = new_mac(SECRET);
+            mac.update(format!("{h}.{c}").as_bytes());
+            let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+            format!("{h}.{c}.{sig}")
+        };
+        assert_eq!(
+            verify_hs256(&raw(r#"{"sub":"alice","exp":1e400}"#), &keys(), &rules, NOW),
+            Err(TokenError::Malformed)
+        );
+    }
+
+    #[test]
+    fn the_lifetime_is_bounded() {
+        let rules = TokenRules {
+            max_lifetime_secs: 3_600,
+            ..TokenRules::default()
+        };
+        let check = |claims: Value| verify_hs256(&token(claims), &keys(), &rules, NOW).map(|_| ());
+        // With `iat`: exp - iat.
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW, "exp": NOW + 3_600})),
+            Ok(())
+        );
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW, "exp": NOW + 3_601})),
+            Err(TokenError::LifetimeTooLong)
+        );
+        // Issued long ago, still within its (long) life: refused, the lifetime is too long
+        // even though only a minute is left.
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW - 7_200, "exp": NOW + 60})),
+            Err(TokenError::LifetimeTooLong)
+        );
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW - 1_800, "exp": NOW + 1_800})),
+            Ok(())
+        );
+        // Without `iat`, or with an `iat` in the future: exp - now.
+        assert_eq!(check(json!({"sub": "a", "exp": NOW + 3_600})), Ok(()));
+        assert_eq!(
+            check(json!({"sub": "a", "exp": NOW + 3_601})),
+            Err(TokenError::LifetimeTooLong)
+        );
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW + 10_000, "exp": NOW + 10_060})),
+            Err(TokenError::LifetimeTooLong)
+        );
+        assert_eq!(
+            check(json!({"sub": "a", "iat": NOW + 10, "exp": NOW + 70})),
+            Ok(())
+        );
+        // The default is one day.
+        let day = TokenRules::default();
+        assert_eq!(day.max_lifetime_secs, 86_400);
+        let t = token(json!({"sub": "a", "iat": NOW, "exp": NOW + 86_401}));
+        assert_eq!(
+            verify_hs256(&t, &keys(), &day, NOW),
+            Err(TokenError::LifetimeTooLong)
+        );
+    }
+
+    #[test]
+    fn issuer_and_audience_must_match_when_configured() {
+        let rules = TokenRules {
+            issuer: Some("https://shop.example".into()),
+            audience: Some("flashgate".into()),
+            ..TokenRules::default()
+        };
+        let check = |extra: Value| {
+            let mut claims = json!({"sub": "a", "exp": NOW + 60});
+            if let (Some(c), Some(e)) = (claims.as_object_mut(), extra.as_object()) {
+                c.extend(e.clone());
+            }
+            verify_hs256(&token(claims), &keys(), &rules, NOW).map(|_| ())
+        };
+        assert_eq!(
+            check(json!({"iss": "https://shop.example", "aud": "flashgate"})),
+            Ok(())
+        );
+        assert_eq!(
+            check(json!({"iss": "https://shop.example", "aud": ["other", "flashgate"]})),
+            Ok(())
+        );
+        for (extra, want) in [
+            (json!({"aud": "flashgate"}), TokenError::WrongIssuer),
+            (
+                json!({"iss": "https://shop.example/", "aud": "flashgate"}),
+                TokenError::WrongIssuer,
+            ),
+            (
+                json!({"iss": ["https://shop.example"], "aud": "flashgate"}),
+                TokenError::WrongIssuer,
+            ),
+            (
+                json!({"iss": "https://shop.example"}),
+                TokenError::WrongAudience,
+            ),
+            (
+                json!({"iss": "https://shop.example", "aud": "Flashgate"}),
+                TokenError::WrongAudience,
+            ),
+            (
+                json!({"iss": "https://shop.example", "aud": ["other"]}),
+                TokenError::WrongAudience,
+            ),
+            (
+                json!({"iss": "https://shop.example", "aud": []}),
+                TokenError::WrongAudience,
+            ),
+            (
+                json!({"iss": "https://shop.example", "aud": [["flashgate"]]}),
+                TokenError::WrongAudience,
+            ),
+            (
+                json!({"iss": "https://shop.example", "aud": 7}),
+                TokenError::WrongAudience,
+            ),
+        ] {
+            assert_eq!(check(extra.clone()), Err(want), "{extra}");
+        }
+        // Unset, they are not looked at.
+        let open = TokenRules::default();
+        let t = token(json!({"sub": "a", "exp": NOW + 60, "iss": 1, "aud": {"x": 1}}));
+        assert!(verify_hs256(&t, &keys(), &open, NOW).is_ok());
     }
 
     #[test]

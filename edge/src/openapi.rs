@@ -23,10 +23,10 @@ use utoipa::OpenApi;
     responses(
         (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay). Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token, or one whose lifetime (`SESSION_MAX_LIFETIME_SECS`), `iss` or `aud` the settings refuse", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
@@ -41,7 +41,7 @@ fn purchase() {}
     responses(
         (status = 200, description = "The view; `Cache-Control: public, max-age=SKU_CACHE_TTL_SECS`", body = shared::SkuView),
         (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`; remembered by the data center for `SKU_MISSING_TTL_SECS` (`Cache-Control: public, max-age=SKU_MISSING_TTL_SECS`, `Flashgate-Cache: HIT`/`MISS`)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`, with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]

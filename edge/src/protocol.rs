@@ -55,7 +55,8 @@ pub enum Verdict {
     InFlight,
     /// The key was used for a different request.
     Reused,
-    /// A shield answered (sold out / purchase limit); the answer is already stored with the key.
+    /// A shield answered (sold out / purchase limit). Not stored with the key: only the origin's
+    /// decisions are (see `crate::gate`).
     Answered { status: u16, body: String },
 }
 

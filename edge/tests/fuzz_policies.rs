@@ -25,7 +25,7 @@ use edge::forward::{self, Outcome};
 use edge::gate::{self, RecordChange, Snapshot};
 use edge::gcra::{Decision, Policy, PolicyError};
 use edge::idempotency::{self, Disposition, Record, State};
-use edge::jwt::{self, TokenError};
+use edge::jwt::{self, TokenError, TokenRules};
 use edge::protocol::{
     BeginReply, BeginRequest, FinishReply, FinishRequest, RateOutcome, RateSettings, Verdict,
 };
@@ -280,6 +280,55 @@ struct TokenParts {
     claims: Map<String, Value>,
     signer: Signer,
     now: i64,
+    rules: TokenRules,
+}
+
+const ISSUER: &str = "https://shop.example";
+const AUDIENCE: &str = "flashgate";
+
+/// An `iss` member: the configured issuer, another one, or not a string.
+fn iss() -> impl Strategy<Value = Option<Value>> {
+    prop::option::weighted(
+        0.5,
+        prop_oneof![
+            3 => Just(json!(ISSUER)),
+            1 => prop_oneof![Just("https://shop.example/"), Just("HTTPS://SHOP.EXAMPLE"), Just("")]
+                .prop_map(|s| json!(s)),
+            1 => Just(json!([ISSUER])),
+            1 => json_leaf(),
+        ],
+    )
+}
+
+/// An `aud` member: the configured audience as a string or among an array, others, junk.
+fn aud() -> impl Strategy<Value = Option<Value>> {
+    prop::option::weighted(
+        0.5,
+        prop_oneof![
+            2 => Just(json!(AUDIENCE)),
+            2 => Just(json!(["other", AUDIENCE])),
+            1 => prop_oneof![
+                Just(json!("Flashgate")), Just(json!(["other"])), Just(json!([])),
+                Just(json!([[AUDIENCE]])), Just(json!({"aud": AUDIENCE}))
+            ],
+            1 => json_leaf(),
+        ],
+    )
+}
+
+/// The token rules of the settings: a lifetime bound around the generated dates (which lie within
+/// ±120 s of now, or are absurd), with and without an issuer and audience to match.
+fn token_rules() -> impl Strategy<Value = TokenRules> {
+    (
+        prop_oneof![Just(60u32), Just(120), Just(86_400), 60u32..=300],
+        prop::option::weighted(0.3, Just(ISSUER.to_owned())),
+        prop::option::weighted(0.3, Just(AUDIENCE.to_owned())),
+    )
+        .prop_map(|(max_lifetime_secs, issuer, audience)| TokenRules {
+            max_lifetime_secs,
+            issuer,
+            audience,
+        })
 }
 
 fn object(members: Vec<(&str, Option<Value>)>, extra: Vec<(String, Value)>) -> Map<String, Value> {
@@ -311,6 +360,8 @@ fn token_parts() -> impl Strategy<Value = TokenParts> {
             sub(),
             date(NOW),
             prop::option::weighted(0.4, date(NOW)),
+            prop::option::weighted(0.4, date(NOW - 30)),
+            (iss(), aud()),
             extra(),
         ),
         prop_oneof![
@@ -319,23 +370,44 @@ fn token_parts() -> impl Strategy<Value = TokenParts> {
             1 => Just(Signer::Other),
         ],
         -5i64..=5,
+        token_rules(),
     )
         .prop_map(
-            |((alg, typ, crit, hx, kid), (sub, exp, nbf, cx), signer, dnow)| TokenParts {
-                header: object(
-                    vec![("alg", alg), ("typ", typ), ("crit", crit), ("kid", kid)],
-                    hx,
-                ),
-                claims: object(vec![("sub", sub), ("exp", exp), ("nbf", nbf.flatten())], cx),
+            |(
+                (alg, typ, crit, hx, kid),
+                (sub, exp, nbf, iat, (iss, aud), cx),
                 signer,
-                now: NOW + dnow,
+                dnow,
+                rules,
+            )| {
+                TokenParts {
+                    header: object(
+                        vec![("alg", alg), ("typ", typ), ("crit", crit), ("kid", kid)],
+                        hx,
+                    ),
+                    claims: object(
+                        vec![
+                            ("sub", sub),
+                            ("exp", exp),
+                            ("nbf", nbf.flatten()),
+                            ("iat", iat.flatten()),
+                            ("iss", iss),
+                            ("aud", aud),
+                        ],
+                        cx,
+                    ),
+                    signer,
+                    now: NOW + dnow,
+                    rules,
+                }
             },
         )
 }
 
 /// What the contract says a token with these parts verifies to (edge issue + contract.md:
 /// HS256 only, no `crit`, `typ` JWT if present, MAC before claims, `exp` required, `nbf`
-/// honoured, `sub` a valid user id).
+/// honoured, a lifetime (`exp` - `iat`, or - now when `iat` is absent or later) of at most
+/// `SESSION_MAX_LIFETIME_SECS`, `iss` / `aud` as configured, `sub` a valid user id).
 fn model_token(p: &TokenParts, token_len: usize) -> Result<(String, i64), TokenError> {
     if token_len > jwt::MAX_TOKEN_LEN {
         return Err(TokenError::Malformed);
@@ -373,6 +445,29 @@ fn model_token(p: &TokenParts, token_len: usize) -> Result<(String, i64), TokenE
             return Err(TokenError::NotYetValid);
         }
     }
+    let now = p.now as f64;
+    let start = match p.claims.get("iat") {
+        None => now,
+        Some(iat) => number(Some(iat)).ok_or(TokenError::Malformed)?.min(now),
+    };
+    if exp - start > f64::from(p.rules.max_lifetime_secs) {
+        return Err(TokenError::LifetimeTooLong);
+    }
+    if let Some(want) = &p.rules.issuer
+        && p.claims.get("iss") != Some(&json!(want))
+    {
+        return Err(TokenError::WrongIssuer);
+    }
+    if let Some(want) = &p.rules.audience {
+        let listed = match p.claims.get("aud") {
+            Some(Value::Array(all)) => all.contains(&json!(want)),
+            Some(one) => one == &json!(want),
+            None => false,
+        };
+        if !listed {
+            return Err(TokenError::WrongAudience);
+        }
+    }
     let sub = p
         .claims
         .get("sub")
@@ -399,8 +494,8 @@ fn mint(p: &TokenParts) -> String {
 fn jwt_verification_matches_the_model() {
     fuzz("jwt.verify.model", token_parts(), |p| {
         let token = mint(&p);
-        let got =
-            jwt::verify_hs256(&token, &session_keys(), p.now).map(|c| (c.sub.to_string(), c.exp));
+        let got = jwt::verify_hs256(&token, &session_keys(), &p.rules, p.now)
+            .map(|c| (c.sub.to_string(), c.exp));
         prop_assert_eq!(got, model_token(&p, token.len()), "{}", token);
         Ok(())
     });
@@ -410,12 +505,13 @@ fn jwt_verification_matches_the_model() {
 fn jwt_a_token_minted_with_the_secret_verifies() {
     let input = (
         valid_user(),
-        1i64..=10_000_000,
-        prop::option::of(0i64..=10_000),
+        1i64..=43_200,
+        prop::option::of(0i64..=43_200),
         prop::collection::vec(("[a-z]{1,6}", json_leaf()), 0..4),
     );
     fuzz("jwt.valid_verifies", input, |(user, ttl, age, extra)| {
         let mut claims: Map<String, Value> = extra.into_iter().collect();
+        // (`iss` / `aud` are not checked by the default rules; any value passes.)
         claims.insert("sub".into(), json!(user));
         claims.insert("exp".into(), json!(NOW + ttl));
         claims.remove("nbf");
@@ -424,7 +520,8 @@ fn jwt_a_token_minted_with_the_secret_verifies() {
             claims.insert("iat".into(), json!(NOW - age));
         }
         let token = jwt::sign_hs256(&Value::Object(claims), SECRET);
-        let c = jwt::verify_hs256(&token, &session_keys(), NOW).map_err(|e| fail(e.detail()))?;
+        let c = jwt::verify_hs256(&token, &session_keys(), &TokenRules::default(), NOW)
+            .map_err(|e| fail(e.detail()))?;
         prop_assert_eq!((c.sub.as_str(), c.exp), (user.as_str(), NOW + ttl));
         // Through the Authorization header too.
         let header = format!("Bearer {token}");
@@ -450,12 +547,15 @@ fn jwt_any_alg_but_hs256_is_refused() {
             for header in [json!({"alg": alg, "typ": "JWT"}), json!({"alg": alg})] {
                 let signed = jwt::sign_with_header(&header, &claims, SECRET);
                 prop_assert_eq!(
-                    jwt::verify_hs256(&signed, &session_keys(), NOW),
+                    jwt::verify_hs256(&signed, &session_keys(), &TokenRules::default(), NOW),
                     Err(TokenError::UnsupportedAlgorithm)
                 );
                 // And unsigned (`alg: none` style, empty signature).
                 let unsigned = format!("{}.", signed.rsplit_once('.').map_or("", |(si, _)| si));
-                prop_assert!(jwt::verify_hs256(&unsigned, &session_keys(), NOW).is_err());
+                prop_assert!(
+                    jwt::verify_hs256(&unsigned, &session_keys(), &TokenRules::default(), NOW)
+                        .is_err()
+                );
             }
             Ok(())
         },
@@ -486,14 +586,19 @@ fn jwt_any_single_change_is_refused() {
             chars[i] = with;
             let bad: String = chars.iter().collect();
             prop_assert!(
-                jwt::verify_hs256(&bad, &session_keys(), NOW).is_err(),
+                jwt::verify_hs256(&bad, &session_keys(), &TokenRules::default(), NOW).is_err(),
                 "{}",
                 bad
             );
         }
         // A wrong key never verifies.
         prop_assert_eq!(
-            jwt::verify_hs256(&token, &SecretRing::single(b"wrong".to_vec()), NOW),
+            jwt::verify_hs256(
+                &token,
+                &SecretRing::single(b"wrong".to_vec()),
+                &TokenRules::default(),
+                NOW
+            ),
             Err(TokenError::BadSignature)
         );
         Ok(())
@@ -516,7 +621,7 @@ fn jwt_never_panics_on_any_string() {
         (4090usize..4100).prop_map(|n| "a.b.".to_owned() + &"c".repeat(n)),
     ];
     fuzz("jwt.any_string", input, |t| {
-        let got = jwt::verify_hs256(&t, &session_keys(), NOW);
+        let got = jwt::verify_hs256(&t, &session_keys(), &TokenRules::default(), NOW);
         if t.split('.').count() != 3 || t.len() > jwt::MAX_TOKEN_LEN {
             prop_assert_eq!(got, Err(TokenError::Malformed));
         }
@@ -963,6 +1068,7 @@ fn purchase_checks_run_in_contract_order() {
                     body: &body,
                 },
                 &session_keys(),
+                &TokenRules::default(),
                 NOW,
             );
             let code =
@@ -1057,6 +1163,43 @@ fn content_length_precheck() {
     });
 }
 
+/// A body streamed in chunks of any sizes is kept whole up to the limit and refused at the first
+/// chunk that passes it, never holding more than the limit.
+#[test]
+fn streamed_bodies_are_capped() {
+    let chunks = prop::collection::vec(
+        prop_oneof![
+            0usize..=64,
+            0usize..=MAX_BODY_BYTES,
+            Just(MAX_BODY_BYTES + 1)
+        ],
+        0..40,
+    );
+    fuzz("purchase.capped_body", chunks, |sizes| {
+        let mut body = purchase::CappedBody::default();
+        let mut total = 0usize;
+        let mut refused = false;
+        for (i, n) in sizes.iter().enumerate() {
+            let chunk = vec![b'a' + (i % 26) as u8; *n];
+            match body.push(&chunk) {
+                Ok(()) => {
+                    total += n;
+                    prop_assert!(total <= MAX_BODY_BYTES);
+                }
+                Err(purchase::BodyTooLarge) => {
+                    prop_assert!(total + n > MAX_BODY_BYTES);
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        let kept = body.into_bytes();
+        prop_assert_eq!(kept.len(), total);
+        prop_assert_eq!(refused, sizes.iter().sum::<usize>() > MAX_BODY_BYTES);
+        Ok(())
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // The per-user gate and the idempotency state machine
 
@@ -1064,12 +1207,17 @@ fn facts() -> impl Strategy<Value = SkuFacts> {
     (
         prop::option::of(prop_oneof![-2i64..=200, any::<i64>()]),
         prop::option::of(prop_oneof![0i64..=200, any::<i64>()]),
+        prop::option::of(prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()]),
     )
-        .prop_map(|(stock_bound, max_per_user)| SkuFacts {
+        .prop_map(|(stock_bound, max_per_user, raised_ms)| SkuFacts {
             stock_bound,
             max_per_user,
+            raised_ms,
         })
 }
+
+/// A unix-ms instant near which the generated facts were raised.
+const NOW_MS: i64 = NOW * 1_000;
 
 fn record() -> impl Strategy<Value = Option<Record>> {
     prop::option::of(
@@ -1161,7 +1309,8 @@ fn gate_begin_decides_consistently() {
                         };
                         prop_assert_eq!(*status, code.status());
                         prop_assert_eq!(reply::problem_code(body.as_bytes()), Some(code));
-                        prop_assert!(effects.record.stores_done());
+                        // Only the origin's decisions are stored with a key.
+                        prop_assert_eq!(&effects.record, &RecordChange::Keep);
                     }
                     Verdict::Replay { status, body } => {
                         let Some(Record {
@@ -1365,18 +1514,80 @@ fn origin_answers_are_classified_safely() {
 
 #[test]
 fn origin_answers_only_lower_the_bound() {
-    let input = (facts(), 1u32..=100, origin_answer());
-    fuzz("forward.learn", input, |(facts, qty, (status, body))| {
-        if let Some(learned) = forward::learn(facts, qty, status, &body) {
-            prop_assert!(learned != facts);
-            prop_assert!(matches!(status, 201 | 409));
-            prop_assert_eq!(learned.max_per_user, facts.max_per_user);
-            if let (Some(before), Some(after)) = (facts.stock_bound, learned.stock_bound) {
-                prop_assert!(after <= before);
+    let input = (
+        facts(),
+        1u32..=100,
+        origin_answer(),
+        any::<bool>(),
+        prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()],
+    );
+    fuzz(
+        "forward.learn",
+        input,
+        |(facts, qty, (status, body), replayed, sent_ms)| {
+            let answer = forward::Answered {
+                qty,
+                status,
+                body: &body,
+                replayed,
+                sent_ms,
+            };
+            if let Some(learned) = forward::learn(facts, &answer) {
+                prop_assert!(learned != facts);
+                prop_assert!(matches!(status, 201 | 409));
+                // Never from a replay, nor from a request sent at or before the last raise.
+                prop_assert!(!replayed);
+                prop_assert!(facts.raised_ms.is_none_or(|r| sent_ms > r));
+                prop_assert_eq!(learned.max_per_user, facts.max_per_user);
+                prop_assert_eq!(learned.raised_ms, facts.raised_ms);
+                if let (Some(before), Some(after)) = (facts.stock_bound, learned.stock_bound) {
+                    prop_assert!(after <= before);
+                }
             }
-        }
-        Ok(())
-    });
+            Ok(())
+        },
+    );
+}
+
+/// A fresh view folds in as the model says: a rise is always taken (and recorded), anything
+/// else only from a view requested after the last raise.
+#[test]
+fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
+    let input = (
+        facts(),
+        any::<i64>(),
+        any::<i32>(),
+        prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()],
+        any::<i64>(),
+    );
+    fuzz(
+        "shield.with_fresh_view",
+        input,
+        |(facts, stock, cap, sent_ms, now_ms)| {
+            let view = SkuView {
+                sku: "A".into(),
+                name: "A".into(),
+                price_cents: 1,
+                stock,
+                max_per_user: cap,
+            };
+            let got = facts.with_fresh_view(&view, sent_ms, now_ms);
+            let stock = stock.max(0);
+            let current = facts.raised_ms.is_none_or(|r| sent_ms > r);
+            let rises = facts.stock_bound.is_none_or(|b| stock > b);
+            if rises {
+                prop_assert_eq!(got.stock_bound, Some(stock));
+                prop_assert_eq!(got.raised_ms, Some(now_ms));
+            } else if current {
+                prop_assert_eq!(got.stock_bound, Some(stock));
+                prop_assert_eq!(got.max_per_user, Some(i64::from(cap)));
+                prop_assert_eq!(got.raised_ms, facts.raised_ms);
+            } else {
+                prop_assert_eq!(got, facts);
+            }
+            Ok(())
+        },
+    );
 }
 
 #[test]
@@ -1392,10 +1603,10 @@ fn origin_views_are_parsed_safely() {
                     prop_assert_eq!(status, 200);
                     prop_assert_eq!(view.sku.as_str(), sku.as_str());
                     // What the shield learns from it is a bound of at least 0.
-                    let learned = SkuFacts::from_warmup(&view);
+                    let learned = SkuFacts::from_warmup(&view, NOW_MS);
                     prop_assert!(learned.stock_bound.is_some_and(|b| b >= 0));
-                    let fresh = SkuFacts::default().with_fresh_view(&view);
-                    prop_assert_eq!(fresh.stock_bound, learned.stock_bound);
+                    let fresh = SkuFacts::default().with_fresh_view(&view, NOW_MS - 1, NOW_MS);
+                    prop_assert_eq!(fresh, learned);
                 }
                 OriginView::Missing => prop_assert_eq!(status, 404),
                 OriginView::Unavailable => {}
@@ -1572,6 +1783,10 @@ fn settings_from_any_environment() {
         "ORIGIN_TIMEOUT_MS",
         "SKU_CACHE_TTL_SECS",
         "SKU_FACTS_TTL_SECS",
+        "SKU_MISSING_TTL_SECS",
+        "SESSION_MAX_LIFETIME_SECS",
+        "SESSION_ISSUER",
+        "SESSION_AUDIENCE",
         "SESSION_SECRET",
         "SESSION_SECRETS",
         "EDGE_SHARED_SECRET",
@@ -1603,6 +1818,21 @@ fn settings_from_any_environment() {
             prop_assert!(!s.origin_url.ends_with('/'));
             prop_assert!(s.retention_secs >= 86_400);
             prop_assert!(s.in_flight_timeout_ms() > i64::from(s.origin_timeout_ms));
+            prop_assert!((1..=300).contains(&s.sku_missing_ttl_secs));
+            prop_assert!((60..=30 * 86_400).contains(&s.session_rules.max_lifetime_secs));
+            // The claims to match: the trimmed setting, unset when blank.
+            for (name, got) in [
+                ("SESSION_ISSUER", &s.session_rules.issuer),
+                ("SESSION_AUDIENCE", &s.session_rules.audience),
+            ] {
+                let want = get(name)
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty());
+                prop_assert_eq!(got, &want, "{}", name);
+                if let Some(v) = got {
+                    prop_assert!(v.len() <= 256 && !v.chars().any(char::is_control));
+                }
+            }
             prop_assert!(!s.session_secrets.current().1.is_empty());
             prop_assert!(!s.edge_shared_secrets.current().1.is_empty());
             // Exactly one form of each secret was set, and no secret prints.

@@ -13,17 +13,17 @@ use super::http::{self, to_response};
 use super::{purchase, skus};
 
 #[event(fetch)]
-async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let id = RequestId::choose(
         http::header(&req, REQUEST_ID).as_deref(),
         http::header(&req, "cf-ray").as_deref(),
         http::random_u64_pair,
     );
-    let reply = handle(&mut req, &env, &id).await;
+    let reply = handle(&mut req, &env, &ctx, &id).await;
     to_response(reply.with_header(REQUEST_ID, id.as_str()))
 }
 
-async fn handle(req: &mut Request, env: &Env, id: &RequestId) -> Reply {
+async fn handle(req: &mut Request, env: &Env, ctx: &Context, id: &RequestId) -> Reply {
     let method = req.method().to_string();
     let route = routes::route(&method, &req.path());
     if let Some(reply) = routes::static_reply(&route) {
@@ -39,7 +39,7 @@ async fn handle(req: &mut Request, env: &Env, id: &RequestId) -> Reply {
     };
     match route {
         Route::Readyz => routes::ready(),
-        Route::Purchase => purchase::handle(req, env, &settings, id).await,
+        Route::Purchase => purchase::handle(req, env, ctx, &settings, id).await,
         Route::SkuView(sku) => skus::view(req, &settings, &sku).await,
         Route::Warmup => skus::warmup(req, &settings).await,
         Route::Healthz | Route::OpenApi | Route::MethodNotAllowed(_) | Route::NotFound => {

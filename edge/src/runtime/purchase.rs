@@ -1,16 +1,18 @@
-//! `POST /v1/purchases`: stateless checks ([`crate::purchase`]), then the user's gate (rate limit,
-//! idempotency, shields), then — only for a claimed attempt — the signed call to the origin, whose
-//! answer is stored or released with the key and teaches the shield.
+//! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
+//! then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
+//! the signed call to the origin, whose answer is stored or released with the key and teaches the
+//! shield (unless it is a replay, or answers a request sent before the shield's last raise).
 
+use futures_util::StreamExt;
 use shared::ErrorCode;
 use shared::headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-use worker::{Env, Method, Request};
+use worker::{ByteStream, Context, Env, Method, Request};
 
 use crate::cache_policy::facts_key;
 use crate::config::Settings;
 use crate::forward::{self, Outcome};
 use crate::protocol::{BeginRequest, FinishRequest, Verdict};
-use crate::purchase::{self, Incoming, Purchase};
+use crate::purchase::{self, CappedBody, Incoming, Purchase};
 use crate::ratelimit_fields;
 use crate::reply::Reply;
 use crate::request_id::RequestId;
@@ -24,17 +26,20 @@ use super::user_gate::UserGateClient;
 pub(crate) async fn handle(
     req: &mut Request,
     env: &Env,
+    ctx: &Context,
     settings: &Settings,
     request_id: &RequestId,
 ) -> Reply {
     if purchase::announced_too_large(header(req, "content-length").as_deref()) {
         return purchase::too_large();
     }
-    let Ok(body) = req.bytes().await else {
-        return Reply::problem(
-            ErrorCode::InvalidRequest,
-            "the request body could not be read",
-        );
+    let body = match read_capped(req).await {
+        CappedRead::Whole(body) => body,
+        CappedRead::TooLarge(rest) => {
+            ctx.wait_until(discard(rest));
+            return purchase::too_large();
+        }
+        CappedRead::Unreadable => return unreadable(),
     };
     let authorization = header(req, "authorization");
     let key = header(req, IDEMPOTENCY_KEY);
@@ -43,7 +48,12 @@ pub(crate) async fn handle(
         idempotency_key: key.as_deref(),
         body: &body,
     };
-    let purchase = match purchase::validate(incoming, &settings.session_secrets, now_ms() / 1_000) {
+    let purchase = match purchase::validate(
+        incoming,
+        &settings.session_secrets,
+        &settings.session_rules,
+        now_ms() / 1_000,
+    ) {
         Ok(p) => p,
         Err(reply) => return reply,
     };
@@ -101,6 +111,56 @@ pub(crate) async fn handle(
         })
 }
 
+/// The outcome of reading a purchase body under its cap.
+enum CappedRead {
+    /// The whole body, at most [`purchase::MAX_BODY_BYTES`].
+    Whole(Vec<u8>),
+    /// The body passed the limit; the rest of it is still in this stream.
+    TooLarge(ByteStream),
+    /// The body could not be read (the client went away, a broken chunked encoding…).
+    Unreadable,
+}
+
+/// Reads the body as it streams in, stopping at the first chunk past the limit.
+async fn read_capped(req: &mut Request) -> CappedRead {
+    let mut stream = match req.stream() {
+        Ok(stream) => stream,
+        // No body at all: an empty one (refused later as invalid JSON).
+        Err(_) if req.inner().body().is_none() => return CappedRead::Whole(Vec::new()),
+        Err(_) => return CappedRead::Unreadable,
+    };
+    let mut body = CappedBody::default();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return CappedRead::Unreadable;
+        };
+        if body.push(&chunk).is_err() {
+            return CappedRead::TooLarge(stream);
+        }
+    }
+    CappedRead::Whole(body.into_bytes())
+}
+
+/// Reads and drops what is left of a body refused as too large, after the 413 went out, up to
+/// [`purchase::MAX_DISCARDED_BYTES`], then cancels the stream (dropping it). Nothing is kept, so
+/// memory stays flat, and the client, which may still be sending, reads its 413 instead of a reset.
+async fn discard(mut rest: ByteStream) {
+    let mut seen = 0usize;
+    while let Some(Ok(chunk)) = rest.next().await {
+        seen = seen.saturating_add(chunk.len());
+        if seen > purchase::MAX_DISCARDED_BYTES {
+            break;
+        }
+    }
+}
+
+fn unreadable() -> Reply {
+    Reply::problem(
+        ErrorCode::InvalidRequest,
+        "the request body could not be read",
+    )
+}
+
 /// Asks the origin, then finishes the attempt with its answer (stored, or released for a retry).
 async fn forward_to_origin(
     settings: &Settings,
@@ -111,6 +171,7 @@ async fn forward_to_origin(
     request_id: &RequestId,
 ) -> Reply {
     let url = format!("{}{}", settings.origin_url, forward::PURCHASE_PATH);
+    let sent_ms = now_ms();
     let headers = forward::origin_headers(
         &settings.edge_shared_secrets,
         now_ms() / 1_000,
@@ -132,7 +193,7 @@ async fn forward_to_origin(
             Outcome::Unavailable(forward::unavailable())
         }
     };
-    let (status, body, reply) = match outcome {
+    let (status, body, replayed, reply) = match outcome {
         Outcome::Answer {
             status,
             body,
@@ -144,9 +205,9 @@ async fn forward_to_origin(
             } else {
                 reply
             };
-            (status, body, reply)
+            (status, body, replayed, reply)
         }
-        Outcome::Unavailable(reply) => (reply.status, reply.body.clone(), reply),
+        Outcome::Unavailable(reply) => (reply.status, reply.body.clone(), false, reply),
     };
 
     let finish = FinishRequest {
@@ -163,10 +224,18 @@ async fn forward_to_origin(
         worker::console_warn!("user gate finish failed: {e}");
     }
 
-    // Re-read just before writing, to narrow the window in which a concurrent writer's lower
-    // bound could be overwritten (which would only cost an extra origin call).
+    // Re-read just before writing, to narrow the window in which a concurrent writer's facts (a
+    // lower bound, or a warmup's raise) could be overwritten: the Cache API has no
+    // compare-and-set (see `crate::shield`).
     let facts = sku_cache::get_facts(facts_key).await;
-    if let Some(learned) = forward::learn(facts, purchase.request.qty.get(), status, &body) {
+    let answered = forward::Answered {
+        qty: purchase.request.qty.get(),
+        status,
+        body: &body,
+        replayed,
+        sent_ms,
+    };
+    if let Some(learned) = forward::learn(facts, &answered) {
         sku_cache::put_facts(facts_key, &learned, settings.sku_facts_ttl_secs).await;
     }
     reply

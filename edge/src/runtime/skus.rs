@@ -1,5 +1,6 @@
-//! `GET /v1/skus/{sku}` (served from the Cache API, filled from the origin on a miss) and
-//! `GET /warmup?sku=…` (admin: fetch each SKU from the origin, prime the cache and the shield).
+//! `GET /v1/skus/{sku}` (served from the Cache API, filled from the origin on a miss; an origin
+//! 404 is remembered for `SKU_MISSING_TTL_SECS`) and `GET /warmup?sku=…` (admin: fetch each SKU
+//! from the origin, prime the cache and the shield).
 
 use futures_util::future::join_all;
 use shared::{ErrorCode, Sku};
@@ -11,13 +12,21 @@ use crate::reply::Reply;
 use crate::shield::SkuFacts;
 use crate::warmup::{self, Report};
 
-use super::http::{base_url, header, query_pairs};
+use super::http::{base_url, header, now_ms, query_pairs};
 use super::origin;
 use super::sku_cache;
 
-fn unknown_sku() -> Reply {
+fn unknown_sku(settings: &Settings, cache_status: &str) -> Reply {
     Reply::problem(ErrorCode::UnknownSku, "no sale for this SKU")
+        .with_header(
+            "cache-control",
+            cache_policy::cache_control(settings.sku_missing_ttl_secs),
+        )
+        .with_header(CACHE_STATUS_HEADER, cache_status)
 }
+
+/// The body of a cached "unknown SKU" mark (only its presence matters).
+const MISSING_MARK: &str = r#"{"missing":true}"#;
 
 fn view_reply(body: String, settings: &Settings, cache_status: &str) -> Reply {
     Reply::json(200, body)
@@ -56,17 +65,26 @@ pub(crate) async fn view(req: &Request, settings: &Settings, raw_sku: &str) -> R
     if let Some(body) = sku_cache::get_text(&view_key).await {
         return view_reply(body, settings, "HIT");
     }
+    let missing_key = cache_policy::missing_key(&base, &sku);
+    if sku_cache::get_text(&missing_key).await.is_some() {
+        return unknown_sku(settings, "HIT");
+    }
+    let sent_ms = now_ms();
     match fetch_view(settings, &sku).await {
         (OriginView::Found(view), Some(body)) => {
             sku_cache::put_json(&view_key, &body, settings.sku_cache_ttl_secs).await;
             let facts_key = cache_policy::facts_key(&base, &sku);
-            let facts = sku_cache::get_facts(&facts_key)
-                .await
-                .with_fresh_view(&view);
+            let facts =
+                sku_cache::get_facts(&facts_key)
+                    .await
+                    .with_fresh_view(&view, sent_ms, now_ms());
             sku_cache::put_facts(&facts_key, &facts, settings.sku_facts_ttl_secs).await;
             view_reply(body, settings, "MISS")
         }
-        (OriginView::Missing, _) => unknown_sku(),
+        (OriginView::Missing, _) => {
+            sku_cache::put_json(&missing_key, MISSING_MARK, settings.sku_missing_ttl_secs).await;
+            unknown_sku(settings, "MISS")
+        }
         _ => crate::forward::unavailable(),
     }
 }
@@ -91,15 +109,17 @@ pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
     for (sku, fetched) in skus.iter().zip(fetched) {
         let view_key = cache_policy::view_key(&base, sku);
         let facts_key = cache_policy::facts_key(&base, sku);
+        let missing_key = cache_policy::missing_key(&base, sku);
         match fetched {
             (OriginView::Found(view), Some(body)) => {
                 sku_cache::put_json(&view_key, &body, settings.sku_cache_ttl_secs).await;
                 sku_cache::put_facts(
                     &facts_key,
-                    &SkuFacts::from_warmup(&view),
+                    &SkuFacts::from_warmup(&view, now_ms()),
                     settings.sku_facts_ttl_secs,
                 )
                 .await;
+                sku_cache::delete(&missing_key).await;
                 if view.stock <= 0 {
                     report.sold_out.push(sku.to_string());
                 }
@@ -108,6 +128,8 @@ pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
             (OriginView::Missing, _) => {
                 sku_cache::delete(&view_key).await;
                 sku_cache::delete(&facts_key).await;
+                sku_cache::put_json(&missing_key, MISSING_MARK, settings.sku_missing_ttl_secs)
+                    .await;
                 report.missing.push(sku.to_string());
             }
             _ => failed = true,
