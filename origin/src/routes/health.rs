@@ -94,7 +94,10 @@ impl Readiness {
         // breaker and `redlock_node_errors_total` current, and says which nodes are out.
         let (db, states) = tokio::join!(crate::store::ping(&app.pool), app.lock.node_states());
         let status = app.lock.quorum_status();
-        let voting = states.iter().filter(|s| matches!(s, NodeState::Ready)).count();
+        let voting = states
+            .iter()
+            .filter(|s| matches!(s, NodeState::Ready))
+            .count();
         let probe = match db {
             Err(e) => {
                 tracing::warn!(error = %e, "readiness: database unavailable");
