@@ -15,6 +15,8 @@
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 COPY . .
+# SQL is checked at compile time against the committed origin/.sqlx/, without a database.
+ENV SQLX_OFFLINE=true
 # The cache mounts keep the registry and the target dir between builds (BuildKit); the binary
 # is copied out of the cached target dir because cache mounts are not part of the layer.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

@@ -9,10 +9,15 @@ bash scripts/services.sh --test-tools
 # Loopback: no TLS (see .cargo/config.toml).
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# SQL is checked against origin/.sqlx/, whatever the environment says (see .cargo/config.toml).
+export SQLX_OFFLINE=true
 
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== SQL checked at compile time: origin/.sqlx/ matches the queries and the migrations"
+bash scripts/sqlx-prepare.sh --check
 
 echo "== shared builds for wasm32"
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true

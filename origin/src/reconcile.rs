@@ -10,6 +10,9 @@
 //!   user's orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
 //!   retention has its stored 201.
+//!
+//! The queries themselves live in the store layer (`store::books`); this module turns their rows
+//! into the report.
 
 use std::fmt;
 use std::time::Duration;
@@ -17,7 +20,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::pseudonym::Pseudonyms;
-use crate::store::StoreError;
+use crate::store::{StoreError, books};
 
 /// One thing that does not add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,90 +114,47 @@ impl Discrepancy {
 /// Runs every check; an empty list means the books balance.
 pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrepancy>, StoreError> {
     let mut found = Vec::new();
-    let stock: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-        "SELECT s.sku, s.initial_stock, s.stock, COALESCE(SUM(o.qty), 0)::BIGINT
-         FROM skus s LEFT JOIN orders o ON o.sku = s.sku AND o.generation = s.generation
-         GROUP BY s.sku, s.initial_stock, s.stock
-         HAVING s.initial_stock - s.stock <> COALESCE(SUM(o.qty), 0)
-         ORDER BY s.sku",
-    )
-    .fetch_all(pool)
-    .await?;
-    found.extend(
-        stock
-            .into_iter()
-            .map(
-                |(sku, initial, remaining, units_in_orders)| Discrepancy::StockMismatch {
-                    sku,
-                    initial,
-                    remaining,
-                    units_in_orders,
-                },
-            ),
-    );
-    let caps: Vec<(String, String, i64, i32)> = sqlx::query_as(
-        "SELECT s.sku, o.user_id, SUM(o.qty)::BIGINT, s.max_per_user
-         FROM orders o JOIN skus s ON s.sku = o.sku AND o.generation = s.generation
-         GROUP BY s.sku, o.user_id, s.max_per_user
-         HAVING SUM(o.qty) > s.max_per_user
-         ORDER BY s.sku, o.user_id",
-    )
-    .fetch_all(pool)
-    .await?;
-    found.extend(
-        caps.into_iter()
-            .map(|(sku, user, units, cap)| Discrepancy::AboveCap {
-                sku,
-                user,
-                units,
-                cap,
-            }),
-    );
-    let counters: Vec<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT COALESCE(c.sku, o.sku), COALESCE(c.user_id, o.user_id),
-                COALESCE(c.units, 0), COALESCE(o.units, 0)
-         FROM user_units c
-         FULL JOIN (SELECT sku, user_id, SUM(qty)::BIGINT AS units FROM orders GROUP BY sku, user_id) o
-           ON o.sku = c.sku AND o.user_id = c.user_id
-         WHERE COALESCE(c.units, 0) <> COALESCE(o.units, 0)
-         ORDER BY 1, 2",
-    )
-    .fetch_all(pool)
-    .await?;
-    found.extend(counters.into_iter().map(|(sku, user, counted, in_orders)| {
-        Discrepancy::CounterMismatch {
-            sku,
-            user,
-            counted,
-            in_orders,
+    found.extend(books::stock_mismatches(pool).await?.into_iter().map(|r| {
+        Discrepancy::StockMismatch {
+            sku: r.sku,
+            initial: r.initial_stock,
+            remaining: r.stock,
+            units_in_orders: r.units_in_orders,
         }
     }));
-    let orphans: Vec<(String, String)> = sqlx::query_as(
-        "SELECT r.user_id, r.idempotency_key FROM idempotency_records r
-         LEFT JOIN orders o ON o.order_id = r.order_id
-         WHERE r.status = 201 AND o.order_id IS NULL",
-    )
-    .fetch_all(pool)
-    .await?;
     found.extend(
-        orphans
+        books::above_cap(pool)
+            .await?
             .into_iter()
-            .map(|(user, key)| Discrepancy::AnswerWithoutOrder { user, key }),
+            .map(|r| Discrepancy::AboveCap {
+                sku: r.sku,
+                user: r.user_id,
+                units: r.units,
+                cap: r.max_per_user,
+            }),
     );
-    let secs = retention.as_secs_f64();
-    let unanswered: Vec<(String,)> = sqlx::query_as(
-        "SELECT o.order_id::text FROM orders o
-         LEFT JOIN idempotency_records r ON r.order_id = o.order_id
-         WHERE r.order_id IS NULL AND o.created_at > now() - make_interval(secs => $1)
-         ORDER BY o.created_at",
-    )
-    .bind(secs)
-    .fetch_all(pool)
-    .await?;
+    found.extend(books::counter_mismatches(pool).await?.into_iter().map(|r| {
+        Discrepancy::CounterMismatch {
+            sku: r.sku,
+            user: r.user_id,
+            counted: r.counted,
+            in_orders: r.in_orders,
+        }
+    }));
     found.extend(
-        unanswered
+        books::answers_without_order(pool)
+            .await?
             .into_iter()
-            .map(|(order_id,)| Discrepancy::OrderWithoutAnswer { order_id }),
+            .map(|r| Discrepancy::AnswerWithoutOrder {
+                user: r.user_id,
+                key: r.idempotency_key,
+            }),
+    );
+    found.extend(
+        books::orders_without_answer(pool, retention)
+            .await?
+            .into_iter()
+            .map(|order_id| Discrepancy::OrderWithoutAnswer { order_id }),
     );
     Ok(found)
 }

@@ -1,0 +1,429 @@
+//! The purchase-batch transaction: the final guard of the whole system, reached from the per-SKU
+//! combiner (`purchase::combiner`) once it holds the SKU's lease. See [`decide_batch`] and the
+//! store's module docs for what it guarantees; every statement here is checked at compile time
+//! against the migrations (`sqlx::query!`, data in `origin/.sqlx/`).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use shared::{ErrorCode, IdempotencyKey, Problem, PurchaseRequest, PurchaseResponse, Sku, UserId};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{SaleState, StoreError};
+
+/// One purchase attempt, parsed and authenticated.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub user: UserId,
+    pub key: IdempotencyKey,
+    pub request: PurchaseRequest,
+}
+
+/// An answer, byte for byte as it is stored and replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// How one attempt of a batch was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Decided by this batch; the answer is now stored with the key.
+    Fresh {
+        answer: StoredAnswer,
+        outcome: Outcome,
+    },
+    /// The key already had a stored answer for the same request.
+    Replay(StoredAnswer),
+    /// The key was used before with a different request (422).
+    KeyReused,
+    /// The key bought an order whose stored answer has been purged (older than
+    /// `IDEMPOTENCY_RETENTION_HOURS`): the key is spent, 422 whatever the request, nothing stored.
+    KeySpent,
+}
+
+/// What a fresh decision was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    Refused(ErrorCode),
+}
+
+impl Outcome {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Refused(code) => code.as_str(),
+        }
+    }
+}
+
+/// The result of one committed batch transaction.
+#[derive(Debug)]
+pub struct BatchResult {
+    /// One decision per attempt, in the order given.
+    pub decisions: Vec<Decision>,
+    /// Units left after the batch; `None` when the SKU does not exist.
+    pub remaining: Option<i64>,
+    /// The sale generation the batch decided in; `None` when the SKU does not exist.
+    pub generation: Option<i64>,
+    /// Units sold by this batch.
+    pub units_sold: i64,
+}
+
+/// Which batches [`decide_batch`] may decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Whatever the SKU's state: the caller holds the SKU's lease (or, in tests, no lock at all).
+    Sell,
+    /// Only if the SKU does not exist — every attempt is then `404 unknown_sku` or a replay —
+    /// without the SKU's lease and without waiting for its row; if it exists, nothing is decided
+    /// ([`StoreError::SkuExists`]) and the caller takes the lease.
+    UnknownSkuOnly,
+}
+
+struct LockedSku {
+    stock: i64,
+    max_per_user: i32,
+    generation: i64,
+    fence: i64,
+}
+
+/// What the database already knows of a (user, key) pair of the batch: its stored answer, or
+/// only its order (the answer was purged). Pairs it knows nothing of have no row.
+struct PriorRow {
+    user_id: String,
+    idempotency_key: String,
+    sku: Option<String>,
+    qty: Option<i32>,
+    status: Option<i16>,
+    body: Option<String>,
+}
+
+/// A (user, key) pair decided before this attempt.
+enum Prior {
+    /// Its stored answer, and the request it answered.
+    Answered {
+        sku: String,
+        qty: i32,
+        answer: StoredAnswer,
+    },
+    /// An order exists, its stored answer was purged.
+    Spent,
+}
+
+impl PriorRow {
+    fn into_entry(self) -> ((String, String), Prior) {
+        let Self {
+            user_id,
+            idempotency_key,
+            sku,
+            qty,
+            status,
+            body,
+        } = self;
+        let prior = match (sku, qty, status, body) {
+            (Some(sku), Some(qty), Some(status), Some(body)) => Prior::Answered {
+                sku,
+                qty,
+                answer: StoredAnswer {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                },
+            },
+            _ => Prior::Spent,
+        };
+        ((user_id, idempotency_key), prior)
+    }
+}
+
+/// A new order and stored outcome, written at the end of the batch.
+struct NewRecord {
+    user: String,
+    key: String,
+    qty: i32,
+    status: i16,
+    body: String,
+    order_id: Option<Uuid>,
+}
+
+fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
+    let p = Problem::new(code, detail);
+    (
+        StoredAnswer {
+            status: p.status,
+            body: p.to_json(),
+        },
+        Outcome::Refused(code),
+    )
+}
+
+/// Decides `attempts` (all for `sku`) in arrival order in one transaction; see the module docs.
+/// `fence` is the Redlock fencing token of the caller's lease (`None` without a lock) and
+/// `commit_by` the instant after which the lease may be gone: past it, the transaction rolls back
+/// instead of committing ([`StoreError::LeaseExpired`]). `mode` says whether the batch may sell.
+pub async fn decide_batch(
+    pool: &PgPool,
+    sku: &Sku,
+    attempts: &[Attempt],
+    fence: Option<u64>,
+    commit_by: Option<Instant>,
+    mode: BatchMode,
+) -> Result<BatchResult, StoreError> {
+    let mut tx = pool.begin().await?;
+
+    let locked =
+        match mode {
+            BatchMode::Sell => sqlx::query_as!(
+                LockedSku,
+                "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1 FOR UPDATE",
+                sku.as_str(),
+            )
+            .fetch_optional(&mut *tx)
+            .await?,
+            // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
+            BatchMode::UnknownSkuOnly => {
+                sqlx::query_as!(
+                    LockedSku,
+                    "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1",
+                    sku.as_str(),
+                )
+                .fetch_optional(&mut *tx)
+                .await?
+            }
+        };
+    if let (Some(row), BatchMode::UnknownSkuOnly) = (&locked, mode) {
+        return Err(StoreError::SkuExists(SaleState {
+            generation: row.generation,
+            stock: row.stock,
+        }));
+    }
+    let fence = fence.map(|f| i64::try_from(f).unwrap_or(i64::MAX));
+    if let (Some(row), Some(presented)) = (&locked, fence) {
+        if presented < row.fence {
+            return Err(StoreError::StaleFence {
+                presented,
+                current: row.fence,
+            });
+        }
+    }
+
+    // What is known of these (user, key) pairs: the stored answer, or — when it was purged after
+    // the retention — the order itself (`orders_user_key_unique` is permanent). Both by their
+    // unique indexes, in this transaction: a pair whose order exists never reaches the write
+    // below, where it would violate the constraint and roll back the whole batch.
+    // Array parameters are borrowed, not copied: `as &[&str]` tells `query!` the Rust type of a
+    // `text[]` parameter (its check knows only `&[String]`); the SQL's `::text[]` fixes the type.
+    let users: Vec<&str> = attempts.iter().map(|a| a.user.as_str()).collect();
+    let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
+    let prior = sqlx::query_as!(
+        PriorRow,
+        r#"SELECT b.user_id AS "user_id!", b.idempotency_key AS "idempotency_key!",
+                  r.sku AS "sku?", r.qty AS "qty?", r.status AS "status?", r.body AS "body?"
+         FROM UNNEST($1::text[], $2::text[]) AS b(user_id, idempotency_key)
+         LEFT JOIN idempotency_records r
+           ON r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key
+         WHERE r.user_id IS NOT NULL
+            OR EXISTS (SELECT 1 FROM orders o
+                       WHERE o.user_id = b.user_id AND o.idempotency_key = b.idempotency_key)"#,
+        &users as &[&str],
+        &keys as &[&str],
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    // (user, key) -> what decided it, grown with this batch's own decisions so duplicates inside
+    // the batch are decided once.
+    let mut known: HashMap<(String, String), Prior> =
+        prior.into_iter().map(PriorRow::into_entry).collect();
+
+    // Units each user already bought of this SKU (all generations): the `user_units` counter,
+    // bumped by the write statement below in this same transaction.
+    let mut bought: HashMap<String, i64> = if locked.is_some() {
+        sqlx::query!(
+            "SELECT user_id, units FROM user_units WHERE sku = $1 AND user_id = ANY($2)",
+            sku.as_str(),
+            &users as &[&str],
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|r| (r.user_id, r.units))
+        .collect()
+    } else {
+        HashMap::new()
+    };
+
+    let mut stock = locked.as_ref().map_or(0, |r| r.stock);
+    let mut decisions = Vec::with_capacity(attempts.len());
+    let mut new_records: Vec<NewRecord> = Vec::new();
+    for attempt in attempts {
+        let qty = i32::try_from(attempt.request.qty.get()).unwrap_or(i32::MAX);
+        let id = (
+            attempt.user.as_str().to_owned(),
+            attempt.key.as_str().to_owned(),
+        );
+        match known.get(&id) {
+            Some(Prior::Answered {
+                sku: stored_sku,
+                qty: stored_qty,
+                answer,
+            }) => {
+                let same = stored_sku == attempt.request.sku.as_str() && *stored_qty == qty;
+                decisions.push(if same {
+                    Decision::Replay(answer.clone())
+                } else {
+                    Decision::KeyReused
+                });
+                continue;
+            }
+            Some(Prior::Spent) => {
+                decisions.push(Decision::KeySpent);
+                continue;
+            }
+            None => {}
+        }
+        let (answer, outcome, order_id) = match &locked {
+            None => {
+                let (a, o) = refusal(
+                    ErrorCode::UnknownSku,
+                    format!("there is no sale for sku {sku}"),
+                );
+                (a, o, None)
+            }
+            Some(_) if stock < i64::from(qty) => {
+                let detail = if stock == 0 {
+                    format!("{sku} is sold out")
+                } else {
+                    format!("{sku} has {stock} units left; {qty} requested")
+                };
+                let (a, o) = refusal(ErrorCode::SoldOut, detail);
+                (a, o, None)
+            }
+            Some(row)
+                if bought.get(id.0.as_str()).copied().unwrap_or(0) + i64::from(qty)
+                    > i64::from(row.max_per_user) =>
+            {
+                let already = bought.get(id.0.as_str()).copied().unwrap_or(0);
+                let detail = format!(
+                    "each user may buy at most {} units of {sku}; you bought {already} and asked for {qty}",
+                    row.max_per_user
+                );
+                let (a, o) = refusal(ErrorCode::PurchaseLimit, detail);
+                (a, o, None)
+            }
+            Some(_) => {
+                stock -= i64::from(qty);
+                *bought.entry(id.0.clone()).or_default() += i64::from(qty);
+                let order_id = Uuid::now_v7();
+                let body = PurchaseResponse {
+                    order_id: order_id.to_string(),
+                    sku: sku.to_string(),
+                    qty: attempt.request.qty.get(),
+                    user: attempt.user.to_string(),
+                    remaining: stock,
+                };
+                let body = serde_json::to_string(&body)
+                    .map_err(|e| StoreError::Unexpected(sqlx::Error::Encode(Box::new(e))))?;
+                (
+                    StoredAnswer { status: 201, body },
+                    Outcome::Created,
+                    Some(order_id),
+                )
+            }
+        };
+        new_records.push(NewRecord {
+            user: id.0.clone(),
+            key: id.1.clone(),
+            qty,
+            status: i16::try_from(answer.status).unwrap_or(500),
+            body: answer.body.clone(),
+            order_id,
+        });
+        known.insert(
+            id,
+            Prior::Answered {
+                sku: sku.to_string(),
+                qty,
+                answer: answer.clone(),
+            },
+        );
+        decisions.push(Decision::Fresh { answer, outcome });
+    }
+
+    let orders: Vec<&NewRecord> = new_records
+        .iter()
+        .filter(|r| r.order_id.is_some())
+        .collect();
+    let units_sold: i64 = orders.iter().map(|r| i64::from(r.qty)).sum();
+    // Every write of the batch in one statement (one round trip): the orders, the per-user
+    // counters, the stock decrement with the fencing token, and the stored answers. Foreign keys
+    // are checked at the end of the statement, when the orders exist.
+    // The statement's array parameters, one element per order / per new record.
+    let order_ids: Vec<Uuid> = orders.iter().filter_map(|r| r.order_id).collect();
+    let order_users: Vec<&str> = orders.iter().map(|r| r.user.as_str()).collect();
+    let order_qtys: Vec<i32> = orders.iter().map(|r| r.qty).collect();
+    let order_keys: Vec<&str> = orders.iter().map(|r| r.key.as_str()).collect();
+    let record_users: Vec<&str> = new_records.iter().map(|r| r.user.as_str()).collect();
+    let record_keys: Vec<&str> = new_records.iter().map(|r| r.key.as_str()).collect();
+    let record_qtys: Vec<i32> = new_records.iter().map(|r| r.qty).collect();
+    let record_statuses: Vec<i16> = new_records.iter().map(|r| r.status).collect();
+    let record_bodies: Vec<&str> = new_records.iter().map(|r| r.body.as_str()).collect();
+    // `None` for a refusal: no order (the `CHECK` ties a NULL order id to a non-201 status).
+    let record_orders: Vec<Option<Uuid>> = new_records.iter().map(|r| r.order_id).collect();
+    let stored = sqlx::query_scalar!(
+        r#"WITH new_orders AS (
+             INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
+             SELECT o, $1, $2, u, q, k, $3 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
+         ), counted AS (
+             INSERT INTO user_units (sku, user_id, units)
+             SELECT $1, u, SUM(q) FROM UNNEST($5::text[], $6::int[]) AS t(u, q) GROUP BY u
+             ON CONFLICT (sku, user_id) DO UPDATE SET units = user_units.units + EXCLUDED.units
+         ), sold AS (
+             UPDATE skus SET stock = stock - $8, fence = GREATEST(fence, $3), updated_at = now()
+             WHERE sku = $1 AND $9
+         ), stored AS (
+             INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
+             SELECT u, k, $1, q, s, b, o
+             FROM UNNEST($10::text[], $11::text[], $12::int[], $13::smallint[], $14::text[], $15::uuid[]) AS t(u, k, q, s, b, o)
+             ON CONFLICT DO NOTHING
+             RETURNING 1
+         )
+         SELECT COUNT(*) AS "stored!" FROM stored"#,
+        sku.as_str(),
+        locked.as_ref().map_or(0, |r| r.generation),
+        fence.unwrap_or(0),
+        &order_ids,
+        &order_users as &[&str],
+        &order_qtys,
+        &order_keys as &[&str],
+        units_sold,
+        locked.is_some(),
+        &record_users as &[&str],
+        &record_keys as &[&str],
+        &record_qtys,
+        &record_statuses,
+        &record_bodies as &[&str],
+        &record_orders as &[Option<Uuid>],
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if usize::try_from(stored).ok() != Some(new_records.len()) {
+        // Another transaction stored one of these keys meanwhile (same key, other SKU) and has
+        // committed (`ON CONFLICT` waits for it): the retry sees its answer.
+        return Err(StoreError::Conflict);
+    }
+    if commit_by.is_some_and(|by| Instant::now() >= by) {
+        tx.rollback().await?;
+        return Err(StoreError::LeaseExpired);
+    }
+    tx.commit().await?;
+    Ok(BatchResult {
+        decisions,
+        remaining: locked.as_ref().map(|_| stock),
+        generation: locked.map(|r| r.generation),
+        units_sold,
+    })
+}
