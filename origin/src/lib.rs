@@ -9,6 +9,8 @@
 pub mod app;
 pub mod auth;
 pub mod body;
+#[cfg(test)]
+mod layout;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;

@@ -1,12 +1,18 @@
-//! The OpenAPI 3.1 description of the origin's HTTP API, generated from the handlers' and the
-//! wire types' annotations (utoipa) and served at `GET /openapi.json`. `docs/openapi.json` is the
-//! committed copy; a test fails when the two differ.
+//! The OpenAPI 3.1 description of the origin's HTTP API — beside the request path, not on it.
+//! This module holds the document's frame: its info, tags, security schemes and the wire types'
+//! schemas. The paths are not listed here: `routes` registers each route together with its
+//! `#[utoipa::path]` description in one step (utoipa-axum's `OpenApiRouter` and `routes!`), so
+//! the router and the document cannot disagree, and this module depends on no route (`routes`
+//! uses it, never the other way). The finished document is rendered once when the router is
+//! built ([`ServedDoc`]) and served at `GET /openapi.json`; `docs/openapi.json` is the committed
+//! copy, and a test fails when the two differ.
 
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use utoipa::OpenApi;
 
-use crate::routes;
-
-/// The origin API description.
+/// The frame of the origin API description; `routes::api` adds every path to it.
 #[derive(OpenApi, Debug)]
 #[openapi(
     info(
@@ -14,15 +20,6 @@ use crate::routes;
         description = "Decides flash-sale purchase attempts forwarded (and signed) by the Flashgate edge. \
             Every error is application/problem+json (RFC 9457) with a stable `code`; 503s carry Retry-After.",
         license(name = "Apache-2.0")
-    ),
-    paths(
-        routes::purchases::create,
-        routes::skus::get,
-        routes::admin::put_sku,
-        routes::health::healthz,
-        routes::health::readyz,
-        routes::health::metrics,
-        routes::openapi_json,
     ),
     components(schemas(
         shared::PurchaseRequest,
@@ -69,9 +66,22 @@ impl utoipa::Modify for Security {
     }
 }
 
-/// The description as pretty JSON (what `/openapi.json` serves).
-pub fn json() -> String {
-    ApiDoc::openapi()
-        .to_pretty_json()
-        .unwrap_or_else(|_| String::from("{}"))
+/// The finished description as pretty JSON, rendered once: the answer of `GET /openapi.json`.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ServedDoc(Bytes);
+
+impl ServedDoc {
+    /// Renders `doc` (the frame with every route's path added).
+    pub fn render(doc: &utoipa::openapi::OpenApi) -> Self {
+        // Serializing the document's strings and maps cannot fail; an empty object if it did.
+        let json = doc.to_pretty_json().unwrap_or_else(|_| String::from("{}"));
+        Self(Bytes::from(json))
+    }
+}
+
+impl IntoResponse for ServedDoc {
+    fn into_response(self) -> Response {
+        ([(header::CONTENT_TYPE, "application/json")], self.0).into_response()
+    }
 }

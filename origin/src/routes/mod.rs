@@ -1,5 +1,9 @@
 //! The HTTP surface: one module per group of routes, all sharing [`AppState`]. Unknown routes and
 //! methods answer problem+json too.
+//!
+//! [`api`] is the one list of routes: each handler is registered with its `#[utoipa::path]`
+//! description in one step (utoipa-axum's `routes!`), which adds both the axum route and the
+//! path of the OpenAPI document whose frame is `crate::openapi`.
 
 pub(crate) mod admin;
 pub mod health;
@@ -10,21 +14,24 @@ pub(crate) mod skus;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderName, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post, put};
+use axum::{Extension, Router};
 use prometheus_client::registry::Registry;
 use shared::ErrorCode;
 use shared::headers::REQUEST_ID;
 use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::Credentials;
 use crate::metrics::Metrics;
+use crate::openapi::{ApiDoc, ServedDoc};
 use crate::problem::ApiError;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
@@ -48,18 +55,26 @@ pub struct AppState {
     pub readiness: Arc<health::Readiness>,
 }
 
+/// Every route, each registered once with its OpenAPI description: the axum routes and the
+/// document's paths come from this one list.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(purchases::create))
+        .routes(routes!(skus::get))
+        .routes(routes!(admin::put_sku))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
+        .routes(routes!(openapi_json))
+}
+
 /// The whole router, with the per-request `limits` in front of every route.
 pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
-    Router::new()
-        .route("/v1/purchases", post(purchases::create))
-        .route("/v1/skus/{sku}", get(skus::get))
-        .route("/v1/admin/skus/{sku}", put(admin::put_sku))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/openapi.json", get(openapi_json))
+    let (routes, doc) = api().split_for_parts();
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(Extension(ServedDoc::render(&doc)))
         .layer(middleware::from_fn_with_state(limits, limits::enforce))
         .layer(middleware::from_fn(no_store))
         .layer(
@@ -76,12 +91,11 @@ pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
 }
 
 /// `GET /openapi.json`: this API's OpenAPI 3.1 description.
+// (The doc comment above is the operation's summary in the document; the JSON is rendered once,
+// by `router`.)
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 description", content_type = "application/json")))]
-pub(crate) async fn openapi_json() -> impl axum::response::IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        crate::openapi::json(),
-    )
+pub(crate) async fn openapi_json(Extension(doc): Extension<ServedDoc>) -> ServedDoc {
+    doc
 }
 
 fn request_id_header() -> HeaderName {
