@@ -1,6 +1,7 @@
-//! The `origin` binary.
+//! The `origin` binary. Its settings come from the environment only (docs/configuration.md).
 //!
-//! - `origin` — read settings from the environment, serve until SIGTERM/Ctrl-C.
+//! - `origin` (or `origin serve`) — read settings from the environment, serve until
+//!   SIGTERM/Ctrl-C.
 //! - `origin reconcile` — check the books (needs only `DATABASE_URL`); prints every discrepancy
 //!   and exits 1 if there is any, 2 if it cannot run.
 //! - `origin pseudonym USER [KEY]` — print the log pseudonyms of a user (and of one of their
@@ -10,17 +11,44 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::{Parser, Subcommand};
+use secrecy::ExposeSecret;
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Flashgate origin: decides flash-sale purchases exactly once",
+    after_help = "Settings are read from environment variables: see docs/configuration.md."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve until SIGTERM or Ctrl-C (the default).
+    Serve,
+    /// Check the books (needs only DATABASE_URL); exits 1 on a discrepancy, 2 if it cannot run.
+    Reconcile,
+    /// Print the log pseudonyms of a user (and of one of their idempotency keys) under
+    /// LOG_HASH_KEY, to find a shopper's events in the logs.
+    Pseudonym {
+        /// The user id.
+        user: String,
+        /// One of the user's idempotency keys.
+        key: Option<String>,
+    },
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
     origin::telemetry::init();
-    match std::env::args().nth(1).as_deref() {
-        None | Some("serve") => {}
-        Some("reconcile") => return Ok(reconcile().await),
-        Some("pseudonym") => return Ok(pseudonym()),
-        Some(other) => anyhow::bail!(
-            "unknown command {other:?}; usage: origin [serve|reconcile|pseudonym USER [KEY]]"
-        ),
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {}
+        Command::Reconcile => return Ok(reconcile().await),
+        Command::Pseudonym { user, key } => return Ok(pseudonym(&user, key.as_deref())),
     }
     let settings =
         origin::Settings::from_env().context("reading configuration from the environment")?;
@@ -29,58 +57,44 @@ async fn main() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn pseudonym() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(2).collect();
-    let Ok(key) = std::env::var("LOG_HASH_KEY") else {
-        eprintln!("LOG_HASH_KEY is required (the one the origins log with)");
-        return ExitCode::from(2);
-    };
-    let pseudonyms = origin::pseudonym::Pseudonyms::new(key.as_bytes());
-    match args.as_slice() {
-        [user] => println!("user {}", pseudonyms.user(user)),
-        [user, key] => {
-            println!("user {}", pseudonyms.user(user));
-            println!("key {}", pseudonyms.key(user, key));
-        }
-        _ => {
-            eprintln!("usage: origin pseudonym USER [KEY]");
+fn pseudonym(user: &str, key: Option<&str>) -> ExitCode {
+    let hash_key = match origin::settings::LogSettings::from_env().map(|s| s.log_hash_key()) {
+        Ok(Ok(Some(hash_key))) => hash_key,
+        Ok(Ok(None)) => {
+            eprintln!("LOG_HASH_KEY is required (the one the origins log with)");
             return ExitCode::from(2);
         }
+        Ok(Err(e)) | Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pseudonyms = origin::pseudonym::Pseudonyms::new(hash_key.expose_secret().as_bytes());
+    println!("user {}", pseudonyms.user(user));
+    if let Some(key) = key {
+        println!("key {}", pseudonyms.key(user, key));
     }
     ExitCode::SUCCESS
 }
 
 async fn reconcile() -> ExitCode {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        eprintln!("DATABASE_URL is required");
-        return ExitCode::from(2);
-    };
-    let retention = match origin::settings::idempotency_retention(|name| std::env::var(name).ok()) {
-        Ok(retention) => retention,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    let tls = match origin::settings::DatabaseTlsSettings::from_lookup(
-        |name| std::env::var(name).ok(),
-        &url,
-    ) {
-        Ok(tls) => tls,
+    let settings = match origin::settings::ReconcileSettings::from_env() {
+        Ok(settings) => settings,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
     origin::tls::install_crypto_provider();
-    let pool = match origin::store::connect_options(&url, &tls) {
+    let url = settings.database_url.expose_secret();
+    let pool = match origin::store::connect_options(url, &settings.database_tls) {
         Ok(options) => origin::store::pool_with(options, 2, Duration::from_secs(5)),
         Err(e) => {
             eprintln!("invalid DATABASE_URL: {e}");
             return ExitCode::from(2);
         }
     };
-    match origin::reconcile::reconcile(&pool, retention).await {
+    match origin::reconcile::reconcile(&pool, settings.idempotency_retention).await {
         Ok(found) if found.is_empty() => {
             println!("reconciliation: ok");
             ExitCode::SUCCESS

@@ -4,13 +4,21 @@
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber. Call once, from `main`.
+use crate::settings::LogSettings;
+
+/// Installs the global subscriber. Call once, from `main`. `LOG_FORMAT` and `RUST_LOG` are
+/// declared in [`crate::settings::LogSettings`]; a filter that does not parse falls back to
+/// `info`.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let (format, filter) = match LogSettings::from_env() {
+        Ok(logs) => (logs.log_format, logs.rust_log),
+        Err(_) => (String::new(), String::new()),
+    };
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(true);
-    if std::env::var("LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("pretty")) {
+    if format.eq_ignore_ascii_case("pretty") {
         builder.init();
     } else {
         builder

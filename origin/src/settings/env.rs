@@ -1,0 +1,133 @@
+//! Reads environment variables through the clap declarations of [`super`], at startup only.
+//!
+//! Each declared argument names its variable (`env = …`); the values are taken through a lookup
+//! function (the process environment, or a map in tests) — never through clap's own read of the
+//! process environment — and handed to the same clap parser, so defaults, parsers and errors
+//! are the declared ones. An empty value counts as unset. Errors name the variable, never its
+//! value's secret parts (secrets are plain strings here and cannot fail to parse). The same
+//! declarations render docs/configuration.md's table ([`configuration_table`]).
+
+use std::error::Error as _;
+use std::fmt::Write as _;
+use std::str::FromStr;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, Command, FromArgMatches};
+
+use super::{Environment, SettingsError};
+
+/// Every declared variable, in declaration order: the names errors quote, and the docs table.
+static DECLARED: LazyLock<Command> =
+    LazyLock::new(|| Environment::augment_args(Command::new("origin")));
+
+/// Parses the variables `T` declares, reading each through `get`.
+pub(super) fn parse<T: Args + FromArgMatches>(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<T, SettingsError> {
+    let command = T::augment_args(
+        Command::new("origin")
+            .no_binary_name(true)
+            .disable_help_flag(true),
+    );
+    let argv: Vec<String> = command
+        .get_arguments()
+        .filter_map(|arg| {
+            let value = get(arg.get_env()?.to_str()?).filter(|v| !v.is_empty())?;
+            Some(format!("--{}={value}", arg.get_long()?))
+        })
+        .collect();
+    // The values come from `get` alone, not from what clap read of the process environment.
+    let matches = command
+        .mut_args(|arg| arg.env(None::<&'static str>))
+        .try_get_matches_from(argv)
+        .map_err(invalid)?;
+    T::from_arg_matches(&matches).map_err(invalid)
+}
+
+/// A clap error as the variable it concerns and why (the reason carries no secret: only
+/// non-secret variables have parsers that can fail).
+fn invalid(error: clap::Error) -> SettingsError {
+    let name = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => variable_of(arg),
+        _ => None,
+    }
+    .unwrap_or("(unknown)");
+    let reason = match (
+        error.kind(),
+        error.get(ContextKind::InvalidValue),
+        error.get(ContextKind::ValidValue),
+    ) {
+        (
+            ErrorKind::InvalidValue,
+            Some(ContextValue::String(got)),
+            Some(ContextValue::Strings(valid)),
+        ) => format!("expected {}, got {got:?}", valid.join(" or ")),
+        _ => error
+            .source()
+            .map_or_else(|| error.kind().to_string(), ToString::to_string),
+    };
+    SettingsError::Invalid { name, reason }
+}
+
+/// The variable of a clap argument as its errors show it (`--batch-max <BATCH_MAX>`).
+fn variable_of(shown: &str) -> Option<&'static str> {
+    let long = shown.split([' ', '=']).next()?.strip_prefix("--")?;
+    DECLARED
+        .get_arguments()
+        .find(|arg| arg.get_long() == Some(long))?
+        .get_env()?
+        .to_str()
+}
+
+/// `T` parsed from `value` with surrounding whitespace ignored.
+pub(super) fn trimmed<T: FromStr>(value: &str) -> Result<T, T::Err> {
+    value.trim().parse()
+}
+
+/// A whole number of milliseconds.
+pub(super) fn millis(value: &str) -> Result<Duration, std::num::ParseIntError> {
+    trimmed(value).map(Duration::from_millis)
+}
+
+/// A whole number of seconds.
+pub(super) fn secs(value: &str) -> Result<Duration, std::num::ParseIntError> {
+    trimmed(value).map(Duration::from_secs)
+}
+
+/// What the table says of a variable without a default value.
+fn described_default(name: &str) -> &'static str {
+    match name {
+        "DATABASE_URL" | "REDIS_URLS" => "required",
+        "REDIS_CA_FILE" => "unset (system roots)",
+        "EDGE_SHARED_SECRETS" => "this or `EDGE_SHARED_SECRET`",
+        "EDGE_SHARED_SECRET" => "this or `EDGE_SHARED_SECRETS`",
+        "ADMIN_TOKENS" => "this or `ADMIN_TOKEN`",
+        "ADMIN_TOKEN" => "this or `ADMIN_TOKENS`",
+        "DB_READ_MAX_CONNECTIONS" => "a quarter of `DB_MAX_CONNECTIONS` (4)",
+        "LOG_HASH_KEY" => "random per process",
+        _ => "unset",
+    }
+}
+
+/// docs/configuration.md's table of variables, rendered from the declarations.
+pub fn configuration_table() -> String {
+    let mut table = String::from("| Variable | Default | Meaning |\n|---|---|---|\n");
+    for arg in DECLARED.get_arguments() {
+        let Some(name) = arg.get_env().and_then(|name| name.to_str()) else {
+            continue;
+        };
+        let default = match arg.get_default_values() {
+            [] => described_default(name).to_owned(),
+            values => values
+                .iter()
+                .map(|v| format!("`{}`", v.to_string_lossy()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let meaning = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        let _ = writeln!(table, "| `{name}` | {default} | {meaning} |");
+    }
+    table
+}
