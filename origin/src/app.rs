@@ -16,11 +16,11 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use crate::purchase::combiner::Context;
 use crate::purchase::knowledge::SaleKnowledge;
-use crate::redlock::{Redlock, RedlockConfig};
 use crate::routes::{self, AppState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
 use crate::{server, store};
+use redlock::{Redlock, RedlockConfig};
 
 /// How often stored idempotency outcomes older than the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);

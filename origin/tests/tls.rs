@@ -13,11 +13,11 @@ mod tls;
 
 use std::time::{Duration, Instant};
 
-use origin::redlock::{NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics};
 use origin::settings::{RedisTlsSettings, SettingsError};
 use origin::tls::RedisTls;
 use origin::{Application, Settings};
 use processes::PrivatePostgres;
+use redlock::{NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics};
 use sqlx::{Connection, PgPool};
 use tls::{Pki, TlsRedis};
 

@@ -32,9 +32,9 @@ use uuid::Uuid;
 
 use super::knowledge::{Sale, SaleKnowledge};
 use crate::metrics::Metrics;
-use crate::redlock::{Lease, Redlock, RedlockError};
 use crate::settings::PurchaseSettings;
 use crate::store::{self, Attempt, BatchMode, Decision, StoreError};
+use redlock::{Lease, Redlock, RedlockError};
 
 /// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
 /// SKU turned out not to exist exits as soon as its queue is empty, so a stream of distinct

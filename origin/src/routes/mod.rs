@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::problem::ApiError;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
-use crate::redlock::Redlock;
+use redlock::Redlock;
 
 /// What every handler can reach. Cheap to clone.
 #[derive(Debug, Clone)]

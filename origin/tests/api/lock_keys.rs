@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use origin::redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics};
+use redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics};
 use sqlx::PgPool;
 
 use crate::helpers::spawn_app;

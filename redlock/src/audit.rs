@@ -7,7 +7,7 @@
 //! Fields: `op` (`acquire`, `extend`, `release`, `raise_fence`), `resource` (the lock key as
 //! passed by the caller, e.g. the SKU's), `result`, `fence` (when known; for `raise_fence` the
 //! fence the counters were raised to), `batch_id` (when the caller gave one, see
-//! [`Redlock::with_batch_id`](super::Redlock::with_batch_id)), `elapsed_ms`, and per operation:
+//! [`Redlock::with_batch_id`](crate::Redlock::with_batch_id)), `elapsed_ms`, and per operation:
 //! `attempts`, `granted` (indices of the nodes that granted the last attempt), `validity_ms`
 //! (validity after an acquire or extend, or left at a release). Never tokens or URLs.
 

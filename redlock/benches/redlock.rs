@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use origin::redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics};
 use redis::aio::ConnectionManager;
 use redis_nodes::RedisNodes;
+use redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics};
 
 /// Lock TTL (and `max_ttl`, so fresh nodes' recovery window is about this long).
 const TTL: Duration = Duration::from_secs(2);

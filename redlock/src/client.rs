@@ -10,16 +10,16 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use redis::{FromRedisValue, ScriptInvocation};
 
-use super::audit::{self, AcquireRecord, LeaseRecord};
-use super::backoff::Backoff;
-use super::config::{RedlockConfig, Ttl};
-use super::error::{ConfigError, RedlockError};
-use super::lease::Lease;
-use super::metrics::{AcquireResult, RedlockMetrics};
-use super::node::Node;
-use super::scripts::{self, AcquireReply};
-use super::standing::{Seen, quorum_lost_since};
-use super::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
+use crate::audit::{self, AcquireRecord, LeaseRecord};
+use crate::backoff::Backoff;
+use crate::config::{RedlockConfig, Ttl};
+use crate::error::{ConfigError, RedlockError};
+use crate::lease::Lease;
+use crate::metrics::{AcquireResult, RedlockMetrics};
+use crate::node::Node;
+use crate::scripts::{self, AcquireReply};
+use crate::standing::{Seen, quorum_lost_since};
+use crate::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
 
 /// A distributed lock over N independent Redis masters. Cheap to clone: clones share the
 /// connections and metrics.
@@ -85,6 +85,17 @@ pub enum NodeState {
     },
     /// No answer within the timeout.
     Unreachable,
+}
+
+impl NodeState {
+    /// The state's name: `ready`, `recovering` or `unreachable` (for readiness reports).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Recovering { .. } => "recovering",
+            Self::Unreachable => "unreachable",
+        }
+    }
 }
 
 /// The keys an operation on one lock touches.

@@ -1,9 +1,9 @@
 //! Redlock: a distributed lock over N independent Redis masters, with fencing tokens.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), origin::redlock::RedlockError> {
+//! # async fn demo() -> Result<(), redlock::RedlockError> {
 //! use std::time::Duration;
-//! use origin::redlock::{Redlock, RedlockConfig, RedlockError, RedlockMetrics};
+//! use redlock::{Redlock, RedlockConfig, RedlockError, RedlockMetrics};
 //!
 //! let urls = vec!["redis://10.0.0.1:6379".to_owned(), "redis://10.0.0.2:6379".to_owned(), "redis://10.0.0.3:6379".to_owned()];
 //! let lock = Redlock::connect(&urls, RedlockConfig::default(), RedlockMetrics::default()).await?;

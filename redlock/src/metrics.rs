@@ -59,7 +59,7 @@ pub(crate) struct TransitionLabel {
 }
 
 /// The lock's metrics. Cheap to clone (every metric is an `Arc` inside), so one set can be
-/// shared by all clones of a [`Redlock`](super::Redlock). `Default` gives an unregistered set
+/// shared by all clones of a [`Redlock`](crate::Redlock). `Default` gives an unregistered set
 /// (for tests and tools).
 #[derive(Debug, Clone)]
 pub struct RedlockMetrics {

@@ -11,11 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use origin::redlock::{
-    ConfigError, NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics,
-};
 use prometheus_client::registry::Registry;
 use redis_nodes::RedisNodes;
+use redlock::{ConfigError, NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics};
 
 /// TTL used by most tests; also `max_ttl`, hence the restart guard's window (~2 s).
 const TTL: Duration = Duration::from_secs(2);
@@ -1166,7 +1164,7 @@ fn audit_log() -> &'static Captured {
             .flatten_event(true)
             .with_target(true)
             .with_writer(captured.clone())
-            .with_env_filter(origin::redlock::AUDIT_TARGET)
+            .with_env_filter(redlock::AUDIT_TARGET)
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
         captured

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A held lock. Obtained from [`Redlock::acquire`](super::Redlock::acquire); give it back with
-/// [`Redlock::release`](super::Redlock::release). Dropping it without releasing leaves the lock
+/// A held lock. Obtained from [`Redlock::acquire`](crate::Redlock::acquire); give it back with
+/// [`Redlock::release`](crate::Redlock::release). Dropping it without releasing leaves the lock
 /// on the nodes until its TTL runs out (nothing breaks, others just wait longer).
 ///
 /// Not `Clone`: one lease, one holder.
