@@ -19,7 +19,7 @@ use crate::purchase::knowledge::SaleKnowledge;
 use crate::routes::{self, AppState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
-use crate::{server, store};
+use crate::{server, store, telemetry};
 use redlock::{Redlock, RedlockConfig};
 
 /// How often stored idempotency outcomes older than the retention are purged.
@@ -85,7 +85,8 @@ impl Application {
         };
         let lock = Redlock::connect_clients(clients, config, metrics.redlock.clone())
             .await
-            .context("configuring Redlock from REDIS_URLS")?;
+            .context("configuring Redlock from REDIS_URLS")?
+            .with_audit(telemetry::LockAudit);
         let purchases = PurchaseService::new(Context {
             pool: pool.clone(),
             lock: lock.clone(),

@@ -56,13 +56,6 @@ pub struct RedlockConfig {
     /// A lease must have strictly more validity than this left when it is granted, otherwise
     /// the attempt counts as [`ValidityTooShort`](crate::RedlockError::ValidityTooShort).
     pub min_validity: Duration,
-    /// How long [`Redlock::acquire`](crate::Redlock::acquire) keeps retrying.
-    pub retry_deadline: Duration,
-    /// Smallest pause between two attempts (decorrelated jitter: each pause is drawn from
-    /// `base..=3 × previous pause`, capped at `retry_max_delay`).
-    pub retry_base_delay: Duration,
-    /// Largest pause between two attempts.
-    pub retry_max_delay: Duration,
     /// Timeout of one TCP connection attempt to a node (reconnects happen in the background).
     pub connect_timeout: Duration,
     /// Consecutive failures (errors or timeouts, not refusals) after which a node's circuit
@@ -94,9 +87,6 @@ impl Default for RedlockConfig {
             drift_factor: 0.01,
             drift_constant: Duration::from_millis(2),
             min_validity: Duration::ZERO,
-            retry_deadline: Duration::from_secs(2),
-            retry_base_delay: Duration::from_millis(5),
-            retry_max_delay: Duration::from_millis(100),
             connect_timeout: Duration::from_millis(500),
             breaker_failure_threshold: 3,
             breaker_base_backoff: Duration::from_millis(100),
@@ -147,18 +137,6 @@ impl RedlockConfig {
                 "drift_constant",
                 "drift_constant and min_validity must be at most 24 h",
             );
-        }
-        if self.retry_deadline > MAX_TTL_CEILING {
-            return bad("retry_deadline", "must be at most 24 h");
-        }
-        if self.retry_base_delay.is_zero() || self.retry_base_delay > self.retry_max_delay {
-            return bad(
-                "retry_base_delay",
-                "must be non-zero and at most retry_max_delay",
-            );
-        }
-        if self.retry_max_delay > MAX_TTL_CEILING {
-            return bad("retry_max_delay", "must be at most 24 h");
         }
         if self.connect_timeout.is_zero() {
             return bad("connect_timeout", "must be non-zero");
@@ -306,14 +284,6 @@ mod tests {
             },
             RedlockConfig {
                 node_timeout_min: Duration::from_secs(2),
-                ..RedlockConfig::default()
-            },
-            RedlockConfig {
-                retry_base_delay: Duration::ZERO,
-                ..RedlockConfig::default()
-            },
-            RedlockConfig {
-                retry_base_delay: Duration::from_secs(1),
                 ..RedlockConfig::default()
             },
             RedlockConfig {

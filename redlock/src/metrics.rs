@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Final outcome of one `acquire`/`try_acquire` call.
+/// Final outcome of one `acquire` call (all its attempts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are the variant names, as exported
 pub(crate) enum AcquireResult {
