@@ -1,5 +1,11 @@
 //! Redlock: a distributed lock over N independent Redis masters, with fencing tokens.
 //!
+//! On Flashgate's purchase path it sits under the origin's per-SKU combiner
+//! (`origin/src/purchase/combiner.rs`), which holds one lease per SKU while a batch of purchases
+//! commits and presents the lease's fence to the SKU row; nothing here knows about SKUs, HTTP or
+//! the database. The caller chooses the retry policy ([`RetryPolicy`]), the key namespace
+//! ([`RedlockConfig::key_prefix`]) and where audit events go ([`Redlock::with_audit`]).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), redlock::RedlockError> {
 //! use std::time::{Duration, Instant};
