@@ -16,11 +16,11 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use crate::purchase::combiner::Context;
 use crate::purchase::knowledge::SaleKnowledge;
-use crate::redlock::{Redlock, RedlockConfig};
 use crate::routes::{self, AppState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
-use crate::{server, store};
+use crate::{server, store, telemetry};
+use redlock::{Redlock, RedlockConfig};
 
 /// How often stored idempotency outcomes older than the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
@@ -85,7 +85,8 @@ impl Application {
         };
         let lock = Redlock::connect_clients(clients, config, metrics.redlock.clone())
             .await
-            .context("configuring Redlock from REDIS_URLS")?;
+            .context("configuring Redlock from REDIS_URLS")?
+            .with_audit(telemetry::LockAudit);
         let purchases = PurchaseService::new(Context {
             pool: pool.clone(),
             lock: lock.clone(),

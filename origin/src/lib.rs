@@ -17,7 +17,6 @@ pub mod problem;
 pub mod pseudonym;
 pub mod purchase;
 pub mod reconcile;
-pub mod redlock;
 pub mod routes;
 pub(crate) mod server;
 pub mod settings;

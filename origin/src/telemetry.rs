@@ -28,3 +28,9 @@ pub fn init() {
             .init();
     }
 }
+
+redlock::tracing_audit!(
+    /// The lock's audit events (acquire, extend, release, fence raise), under the origin's audit
+    /// target `flashgate::audit` next to its batch and purchase events.
+    pub(crate) struct LockAudit => "flashgate::audit"
+);

@@ -13,11 +13,11 @@ mod tls;
 
 use std::time::{Duration, Instant};
 
-use origin::redlock::{NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics};
 use origin::settings::{RedisTlsSettings, SettingsError};
 use origin::tls::RedisTls;
 use origin::{Application, Settings};
 use processes::PrivatePostgres;
+use redlock::{NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics, RetryPolicy};
 use sqlx::{Connection, PgPool};
 use tls::{Pki, TlsRedis};
 
@@ -29,7 +29,6 @@ fn config() -> RedlockConfig {
         max_ttl: TTL,
         node_timeout_ratio: 0.1,
         node_timeout_max: Duration::from_secs(1),
-        retry_deadline: Duration::from_secs(10),
         ..RedlockConfig::default()
     }
 }
@@ -76,10 +75,12 @@ async fn redlock_over_three_tls_nodes_acquires_and_releases() {
     wait_all_ready(&lock).await;
 
     let lease = lock
-        .try_acquire("tls:k", TTL)
+        .acquire("tls:k", TTL, &RetryPolicy::ONCE, Instant::now())
         .await
         .expect("acquire over TLS");
-    let refused = other.try_acquire("tls:k", TTL).await;
+    let refused = other
+        .acquire("tls:k", TTL, &RetryPolicy::ONCE, Instant::now())
+        .await;
     assert!(
         matches!(refused, Err(RedlockError::Contended)),
         "the nodes hold the lock: {refused:?}"
@@ -87,7 +88,7 @@ async fn redlock_over_three_tls_nodes_acquires_and_releases() {
     let first = lease.fence();
     lock.release(lease).await.expect("release over TLS");
     let next = other
-        .try_acquire("tls:k", TTL)
+        .acquire("tls:k", TTL, &RetryPolicy::ONCE, Instant::now())
         .await
         .expect("free after release");
     assert!(next.fence() > first);
@@ -100,7 +101,9 @@ async fn mutual_tls_nodes_need_the_client_certificate() {
     let nodes = TlsRedis::start(3, &pki, true).await;
 
     let anonymous = tls_lock(&nodes, &redis_tls(&pki, false)).await;
-    let result = anonymous.try_acquire("mtls:k", TTL).await;
+    let result = anonymous
+        .acquire("mtls:k", TTL, &RetryPolicy::ONCE, Instant::now())
+        .await;
     assert!(
         matches!(result, Err(RedlockError::Unreachable { available: 0, .. })),
         "no client certificate must mean no vote: {result:?}"
@@ -109,7 +112,7 @@ async fn mutual_tls_nodes_need_the_client_certificate() {
     let lock = tls_lock(&nodes, &redis_tls(&pki, true)).await;
     wait_all_ready(&lock).await;
     let lease = lock
-        .try_acquire("mtls:k", TTL)
+        .acquire("mtls:k", TTL, &RetryPolicy::ONCE, Instant::now())
         .await
         .expect("acquire with the client certificate");
     lock.release(lease).await.expect("release");
@@ -122,7 +125,9 @@ async fn a_wrong_ca_leaves_the_lock_unreachable() {
     let nodes = TlsRedis::start(3, &pki, false).await;
     let lock = tls_lock(&nodes, &redis_tls(&stranger, false)).await;
     assert!(!lock.quorum_reachable().await);
-    let result = lock.try_acquire("wrong-ca", TTL).await;
+    let result = lock
+        .acquire("wrong-ca", TTL, &RetryPolicy::ONCE, Instant::now())
+        .await;
     assert!(
         matches!(result, Err(RedlockError::Unreachable { available: 0, .. })),
         "certificates from an unknown CA must not be trusted: {result:?}"

@@ -6,7 +6,7 @@
 
 #[path = "common/processes.rs"]
 mod processes;
-#[path = "common/redis_nodes.rs"]
+#[path = "../../redlock/tests/common/redis_nodes.rs"]
 mod redis_nodes;
 
 use std::collections::BTreeMap;

@@ -32,9 +32,9 @@ use uuid::Uuid;
 
 use super::knowledge::{Sale, SaleKnowledge};
 use crate::metrics::Metrics;
-use crate::redlock::{Lease, Redlock, RedlockError};
 use crate::settings::PurchaseSettings;
 use crate::store::{self, Attempt, BatchMode, Decision, StoreError};
+use redlock::{Lease, Pause, Redlock, RedlockError, RetryPolicy};
 
 /// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
 /// SKU turned out not to exist exits as soon as its queue is empty, so a stream of distinct
@@ -44,12 +44,24 @@ const IDLE_EXIT: Duration = Duration::from_secs(10);
 /// After giving up the lock for fairness, wait this long before contending again: longer than
 /// a waiting process's polling interval ([`POLL_MAX`]), so the waiter gets its turn.
 const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
-/// A contended combiner polls the lock every 1..=POLL_MAX ms. Contenders per SKU are bounded by
+/// A contended combiner polls the lock every 1..=POLL_MAX. Contenders per SKU are bounded by
 /// the number of origin processes, so polling this often costs little and hands the lock over
-/// quickly (Redlock's own exponential back-off would let the yielding holder win again).
-const POLL_MAX: u64 = 4;
-/// Pause range (ms) before retrying a lock attempt that failed for want of votes.
-const UNREACHABLE_PAUSE_MS: std::ops::RangeInclusive<u64> = 5..=20;
+/// quickly (a growing back-off would let the yielding holder win again).
+const POLL_MAX: Duration = Duration::from_millis(4);
+/// How the combiner waits for the SKU's lock: it polls while the lock is contended, and retries
+/// while too few nodes could vote — a node slower than its 40 ms timeout for a moment (a
+/// CPU-starved host, a slow fsync) must not turn into a 503 for a request that still has most
+/// of its deadline.
+const LOCK_RETRY: RetryPolicy = RetryPolicy {
+    contended: Pause::Uniform {
+        min: Duration::from_millis(1),
+        max: POLL_MAX,
+    },
+    unavailable: Pause::Uniform {
+        min: Duration::from_millis(5),
+        max: Duration::from_millis(20),
+    },
+};
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
 const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch rolled back by a conflict that need not settle anything (a deadlock or
@@ -124,46 +136,30 @@ impl Context {
         }
     }
 
-    /// Acquires the SKU's lease, retrying until `deadline` while it is contended, and also while
-    /// too few nodes could vote: a node slower than its 40 ms timeout for a moment (a CPU-starved
-    /// host, a slow fsync) must not turn into a 503 for a request that still has most of its
-    /// deadline. The deadline is the request's budget. A quorum loss the lock already knows
-    /// about (fewer than a quorum of nodes unable to vote for longer than
-    /// `REDLOCK_QUORUM_LOSS_GRACE_MS`) is [`RedlockError::QuorumLost`], returned at once: retrying
-    /// cannot help, so the purchases answer 503 now rather than at their deadline.
-    ///
-    /// Returns the lease and whether another holder had it first (the caller waited for it).
-    async fn acquire_until(
-        &self,
-        sku: &Sku,
-        deadline: Instant,
-    ) -> Result<(Lease, bool), RedlockError> {
+    /// Acquires the SKU's lease, retrying by [`LOCK_RETRY`] until `deadline`, the request's
+    /// budget. A quorum loss the lock already knows about (fewer than a quorum of nodes unable
+    /// to vote for longer than `REDLOCK_QUORUM_LOSS_GRACE_MS`) is [`RedlockError::QuorumLost`],
+    /// returned at once: retrying cannot help, so the purchases answer 503 now rather than at
+    /// their deadline.
+    /// [`Lease::contended`] tells whether another holder had it first (the caller waited).
+    async fn acquire_until(&self, sku: &Sku, deadline: Instant) -> Result<Lease, RedlockError> {
         let started = Instant::now();
-        let key = Self::lock_key(sku);
-        let mut contended = false;
-        let result = loop {
-            match self.lock.try_acquire(&key, self.settings.lock_ttl).await {
-                Err(RedlockError::Contended) if Instant::now() < deadline => {
-                    contended = true;
-                    let pause = rand::random_range(1..=POLL_MAX);
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
-                }
-                Err(RedlockError::Unreachable { .. } | RedlockError::ValidityTooShort)
-                    if Instant::now() < deadline =>
-                {
-                    let pause = rand::random_range(UNREACHABLE_PAUSE_MS);
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
-                }
-                other => break other,
-            }
-        };
+        let result = self
+            .lock
+            .acquire(
+                &Self::lock_key(sku),
+                self.settings.lock_ttl,
+                &LOCK_RETRY,
+                deadline,
+            )
+            .await;
         self.metrics
             .lock_wait
             .observe(started.elapsed().as_secs_f64());
         if result.is_ok() {
             self.metrics.lock_acquisitions.inc();
         }
-        result.map(|lease| (lease, contended))
+        result
     }
 
     /// Decides `attempts` in one transaction under `lease`, with the lease guard — or, without a
@@ -410,12 +406,12 @@ impl Worker {
                 .min()
                 .unwrap_or_else(Instant::now);
             let lease = match self.ctx.acquire_until(&self.sku, deadline).await {
-                Ok((lease, contended)) => {
+                Ok(lease) => {
                     // Another process held the lock meanwhile and may have sold the last unit:
                     // read the SKU again rather than trust this process's "not sold out", so a
                     // queue that waited for the lock is answered at once, not by a transaction
                     // that can only refuse it.
-                    if contended && !matches!(self.consult(true).await, Next::Lock) {
+                    if lease.contended() && !matches!(self.consult(true).await, Next::Lock) {
                         let _ = self.ctx.lock.release(lease).await;
                         continue;
                     }
@@ -806,7 +802,7 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
     let mut conflicts = 0;
     loop {
         let lease = match ctx.acquire_until(&sku, deadline).await {
-            Ok((lease, _)) => lease,
+            Ok(lease) => lease,
             Err(e) => {
                 log_lock_failure(&sku, &e);
                 return JobResult::Unavailable {

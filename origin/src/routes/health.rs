@@ -13,7 +13,7 @@ use shared::{ErrorCode, Problem};
 
 use super::AppState;
 use crate::problem::{ApiError, problem_response};
-use crate::redlock::{NodeState, QuorumStatus};
+use redlock::{NodeState, QuorumStatus};
 
 /// `GET /healthz`: the process is up.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "The process is up", body = String)))]
@@ -145,14 +145,7 @@ struct LockReadiness {
 
 impl LockReadiness {
     fn new(states: &[NodeState], status: &QuorumStatus) -> Self {
-        let node_states: Vec<&'static str> = states
-            .iter()
-            .map(|state| match state {
-                NodeState::Ready => "ready",
-                NodeState::Recovering { .. } => "recovering",
-                NodeState::Unreachable => "unreachable",
-            })
-            .collect();
+        let node_states: Vec<&'static str> = states.iter().map(NodeState::name).collect();
         Self {
             nodes: status.nodes,
             quorum: status.quorum,

@@ -35,7 +35,7 @@ use crate::openapi::{ApiDoc, ServedDoc};
 use crate::problem::ApiError;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
-use crate::redlock::Redlock;
+use redlock::Redlock;
 
 /// What every handler can reach. Cheap to clone.
 #[derive(Debug, Clone)]

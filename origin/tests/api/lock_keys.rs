@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use origin::redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics};
+use redlock::{NodeState, Redlock, RedlockConfig, RedlockMetrics, RetryPolicy};
 use sqlx::PgPool;
 
 use crate::helpers::spawn_app;
@@ -143,7 +143,12 @@ async fn a_deployment_upgraded_from_the_old_lock_key_names_keeps_selling(pool: P
     let mut old_fence = 0;
     for _ in 0..200 {
         let lease = old
-            .acquire(&old_key, Duration::from_secs(2))
+            .acquire(
+                &old_key,
+                Duration::from_secs(2),
+                &RetryPolicy::jittered(Duration::from_millis(5), Duration::from_millis(100)),
+                Instant::now() + Duration::from_secs(2),
+            )
             .await
             .expect("old lock");
         old_fence = lease.fence();

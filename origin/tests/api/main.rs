@@ -14,7 +14,7 @@ mod lock_keys;
 mod processes;
 mod purchases;
 mod reconcile;
-#[path = "../common/redis_nodes.rs"]
+#[path = "../../../redlock/tests/common/redis_nodes.rs"]
 mod redis_nodes;
 mod restock;
 mod rotation;

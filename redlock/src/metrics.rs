@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Final outcome of one `acquire`/`try_acquire` call.
+/// Final outcome of one `acquire` call (all its attempts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are the variant names, as exported
 pub(crate) enum AcquireResult {
@@ -59,7 +59,7 @@ pub(crate) struct TransitionLabel {
 }
 
 /// The lock's metrics. Cheap to clone (every metric is an `Arc` inside), so one set can be
-/// shared by all clones of a [`Redlock`](super::Redlock). `Default` gives an unregistered set
+/// shared by all clones of a [`Redlock`](crate::Redlock). `Default` gives an unregistered set
 /// (for tests and tools).
 #[derive(Debug, Clone)]
 pub struct RedlockMetrics {

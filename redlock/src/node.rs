@@ -1,6 +1,6 @@
 //! One Redis node: its long-lived multiplexed connection (redis-rs `ConnectionManager`, which
 //! reconnects in the background), running a script on it under a per-node timeout (failures
-//! counted in `redlock_node_errors_total{node}`), and its standing ([`super::standing`]: its
+//! counted in `redlock_node_errors_total{node}`), and its standing ([`crate::standing`]: its
 //! circuit breaker and restart recovery window): the node's calls feed it, a background task
 //! probes the node while the breaker is open, and breaker transitions are logged and exported
 //! (`redlock_node_breaker_*`).
@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
-use super::breaker::Transition;
-use super::config::RedlockConfig;
-use super::error::ConfigError;
-use super::metrics::RedlockMetrics;
-use super::standing::{Seen, Standing};
+use crate::breaker::Transition;
+use crate::config::RedlockConfig;
+use crate::error::ConfigError;
+use crate::metrics::RedlockMetrics;
+use crate::standing::{Seen, Standing};
 
 /// A Redis node taking part in the lock.
 pub(crate) struct Node {

@@ -26,7 +26,7 @@ pub enum RedlockError {
     },
     /// Fewer than a quorum of nodes have been unable to vote (circuit breakers open, or in
     /// their restart recovery window) for longer than
-    /// [`RedlockConfig::quorum_loss_grace`](super::RedlockConfig::quorum_loss_grace): the loss
+    /// [`RedlockConfig::quorum_loss_grace`](crate::RedlockConfig::quorum_loss_grace): the loss
     /// is known, not a blip, so the acquire was refused at once without contacting any node.
     /// Retrying before probes readmit enough nodes cannot help; answer 503.
     #[error(
@@ -81,7 +81,7 @@ pub enum ConfigError {
         /// Position of the first occurrence.
         first: usize,
     },
-    /// A [`RedlockConfig`](super::RedlockConfig) field is out of range.
+    /// A [`RedlockConfig`](crate::RedlockConfig) field is out of range.
     #[error("{field} {reason}")]
     InvalidSetting {
         /// The field's name.

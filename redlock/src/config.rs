@@ -4,18 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-use super::breaker::BreakerConfig;
-use super::error::ConfigError;
+use crate::breaker::BreakerConfig;
+use crate::error::ConfigError;
 
 /// The longest TTL [`RedlockConfig::max_ttl`] may be set to. Redis takes milliseconds as a
 /// signed 64-bit integer; a day is far below that and far above any sensible lock.
 const MAX_TTL_CEILING: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Settings of a [`Redlock`](super::Redlock). Build it with struct update syntax:
+/// Settings of a [`Redlock`](crate::Redlock). Build it with struct update syntax:
 ///
 /// ```
 /// use std::time::Duration;
-/// use origin::redlock::RedlockConfig;
+/// use redlock::RedlockConfig;
 ///
 /// let config = RedlockConfig { max_ttl: Duration::from_secs(5), ..RedlockConfig::default() };
 /// assert!(config.validate().is_ok());
@@ -44,9 +44,9 @@ pub struct RedlockConfig {
     /// Lower clamp of the per-node timeout.
     pub node_timeout_min: Duration,
     /// Upper clamp of the per-node timeout; also the per-node timeout of
-    /// [`Redlock::release`](super::Redlock::release) and of the health probes
-    /// ([`Redlock::quorum_reachable`](super::Redlock::quorum_reachable),
-    /// [`Redlock::node_states`](super::Redlock::node_states)).
+    /// [`Redlock::release`](crate::Redlock::release) and of the health probes
+    /// ([`Redlock::quorum_reachable`](crate::Redlock::quorum_reachable),
+    /// [`Redlock::node_states`](crate::Redlock::node_states)).
     pub node_timeout_max: Duration,
     /// Clock drift allowance as a fraction of the TTL (the Redlock spec's `0.01`). Must be in
     /// `[0, 0.5)`.
@@ -54,15 +54,8 @@ pub struct RedlockConfig {
     /// Constant part of the drift allowance (the spec's `2 ms`).
     pub drift_constant: Duration,
     /// A lease must have strictly more validity than this left when it is granted, otherwise
-    /// the attempt counts as [`ValidityTooShort`](super::RedlockError::ValidityTooShort).
+    /// the attempt counts as [`ValidityTooShort`](crate::RedlockError::ValidityTooShort).
     pub min_validity: Duration,
-    /// How long [`Redlock::acquire`](super::Redlock::acquire) keeps retrying.
-    pub retry_deadline: Duration,
-    /// Smallest pause between two attempts (decorrelated jitter: each pause is drawn from
-    /// `base..=3 × previous pause`, capped at `retry_max_delay`).
-    pub retry_base_delay: Duration,
-    /// Largest pause between two attempts.
-    pub retry_max_delay: Duration,
     /// Timeout of one TCP connection attempt to a node (reconnects happen in the background).
     pub connect_timeout: Duration,
     /// Consecutive failures (errors or timeouts, not refusals) after which a node's circuit
@@ -76,7 +69,7 @@ pub struct RedlockConfig {
     pub breaker_max_backoff: Duration,
     /// How long fewer than a quorum of nodes may be unable to vote (breakers open, or in their
     /// restart recovery window) before acquires stop trying: after that, every acquire fails at
-    /// once with [`QuorumLost`](super::RedlockError::QuorumLost), without contacting a node,
+    /// once with [`QuorumLost`](crate::RedlockError::QuorumLost), without contacting a node,
     /// until probes readmit enough nodes (or their recovery windows end). Shorter losses are
     /// blips, which acquires ride out as before. At most 24 h.
     pub quorum_loss_grace: Duration,
@@ -94,9 +87,6 @@ impl Default for RedlockConfig {
             drift_factor: 0.01,
             drift_constant: Duration::from_millis(2),
             min_validity: Duration::ZERO,
-            retry_deadline: Duration::from_secs(2),
-            retry_base_delay: Duration::from_millis(5),
-            retry_max_delay: Duration::from_millis(100),
             connect_timeout: Duration::from_millis(500),
             breaker_failure_threshold: 3,
             breaker_base_backoff: Duration::from_millis(100),
@@ -107,7 +97,7 @@ impl Default for RedlockConfig {
 }
 
 impl RedlockConfig {
-    /// Checks every setting; [`Redlock::connect`](super::Redlock::connect) calls this.
+    /// Checks every setting; [`Redlock::connect`](crate::Redlock::connect) calls this.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &'static str, reason: &'static str| {
             Err(ConfigError::InvalidSetting { field, reason })
@@ -147,18 +137,6 @@ impl RedlockConfig {
                 "drift_constant",
                 "drift_constant and min_validity must be at most 24 h",
             );
-        }
-        if self.retry_deadline > MAX_TTL_CEILING {
-            return bad("retry_deadline", "must be at most 24 h");
-        }
-        if self.retry_base_delay.is_zero() || self.retry_base_delay > self.retry_max_delay {
-            return bad(
-                "retry_base_delay",
-                "must be non-zero and at most retry_max_delay",
-            );
-        }
-        if self.retry_max_delay > MAX_TTL_CEILING {
-            return bad("retry_max_delay", "must be at most 24 h");
         }
         if self.connect_timeout.is_zero() {
             return bad("connect_timeout", "must be non-zero");
@@ -306,14 +284,6 @@ mod tests {
             },
             RedlockConfig {
                 node_timeout_min: Duration::from_secs(2),
-                ..RedlockConfig::default()
-            },
-            RedlockConfig {
-                retry_base_delay: Duration::ZERO,
-                ..RedlockConfig::default()
-            },
-            RedlockConfig {
-                retry_base_delay: Duration::from_secs(1),
                 ..RedlockConfig::default()
             },
             RedlockConfig {

@@ -1,18 +1,29 @@
 //! Redlock: a distributed lock over N independent Redis masters, with fencing tokens.
 //!
+//! On Flashgate's purchase path it sits under the origin's per-SKU combiner
+//! (`origin/src/purchase/combiner.rs`), which holds one lease per SKU while a batch of purchases
+//! commits and presents the lease's fence to the SKU row; nothing here knows about SKUs, HTTP or
+//! the database. The caller chooses the retry policy ([`RetryPolicy`]), the key namespace
+//! ([`RedlockConfig::key_prefix`]) and where audit events go ([`Redlock::with_audit`]).
+//!
 //! ```no_run
-//! # async fn demo() -> Result<(), origin::redlock::RedlockError> {
-//! use std::time::Duration;
-//! use origin::redlock::{Redlock, RedlockConfig, RedlockError, RedlockMetrics};
+//! # async fn demo() -> Result<(), redlock::RedlockError> {
+//! use std::time::{Duration, Instant};
+//! use redlock::{Redlock, RedlockConfig, RedlockError, RedlockMetrics, RetryPolicy};
+//!
+//! // The caller chooses how to wait: here the spec's random pauses, for up to 2 s.
+//! const RETRY: RetryPolicy =
+//!     RetryPolicy::jittered(Duration::from_millis(5), Duration::from_millis(100));
 //!
 //! let urls = vec!["redis://10.0.0.1:6379".to_owned(), "redis://10.0.0.2:6379".to_owned(), "redis://10.0.0.3:6379".to_owned()];
 //! let lock = Redlock::connect(&urls, RedlockConfig::default(), RedlockMetrics::default()).await?;
-//! match lock.acquire("sku:42", Duration::from_secs(2)).await {
+//! let deadline = Instant::now() + Duration::from_secs(2);
+//! match lock.acquire("sku:42", Duration::from_secs(2), &RETRY, deadline).await {
 //!     Ok(lease) => {
 //!         // … write to the database, presenting lease.fence(), within lease.remaining() …
 //!         lock.release(lease).await?;
 //!     }
-//!     Err(RedlockError::Contended) => { /* someone else holds it: wait or queue */ }
+//!     Err(RedlockError::Contended) => { /* still held by someone else at the deadline */ }
 //!     Err(RedlockError::Unreachable { .. }) => { /* too few nodes: answer 503 */ }
 //!     Err(RedlockError::QuorumLost { .. }) => { /* known to be down for a while: 503 now */ }
 //!     Err(other) => return Err(other),
@@ -56,10 +67,12 @@
 //!   granted (waited for), and, in the background, on every node that failed or had not
 //!   answered (a timed-out command may still have run; on the same connection the delete runs
 //!   after it).
-//! * **Retries** continue until a deadline ([`RedlockConfig::retry_deadline`] or
-//!   [`Redlock::acquire_until`]), pausing with decorrelated jitter between attempts. Raise
-//!   [`RedlockConfig::retry_max_delay`] with the number of processes contending for one key:
-//!   contenders that retry too often split the votes among themselves.
+//! * **Retries** are the caller's choice, made per call: a [`RetryPolicy`] says how long to
+//!   pause after a contended attempt and after one that lacked votes (a [`Pause`]: stop,
+//!   uniform polling, or decorrelated jitter), and the call's deadline says when to give up.
+//!   [`Redlock::acquire`] owns the one retry loop; callers do not write a second around it.
+//!   With decorrelated jitter, raise the cap with the number of processes contending for one
+//!   key: contenders that retry too often split the votes among themselves.
 //! * Not re-entrant: acquiring a key the same process holds is [`RedlockError::Contended`].
 //! * **Release / extend** are compare-and-delete / compare-and-pexpire scripts on every node: a
 //!   lease never deletes or prolongs another holder's lock. Extend succeeds only if a quorum
@@ -157,13 +170,13 @@
 //!
 //! # Audit trail
 //!
-//! Every acquire, extend, release and fence raise call is one `tracing` event with target
-//! `flashgate::audit` ([`AUDIT_TARGET`]): resource, result, fence, attempts, granted nodes,
-//! validity, elapsed time, and the caller's batch id when given ([`Redlock::with_batch_id`],
-//! [`Lease::set_batch_id`]). See `audit.rs` for the fields.
+//! Every acquire, extend, release and fence raise call is one [`AuditEvent`] (resource, result,
+//! fence, attempts, granted nodes, validity, elapsed time) handed to the caller's
+//! [`AuditSink`] ([`Redlock::with_audit`]); [`tracing_audit!`] declares a sink that writes
+//! `tracing` events under the caller's target. The default, [`TracingAudit`], uses
+//! [`AUDIT_TARGET`] (`redlock::audit`). See `audit.rs` for the fields.
 
 mod audit;
-mod backoff;
 mod breaker;
 mod client;
 mod config;
@@ -171,13 +184,21 @@ mod error;
 mod lease;
 mod metrics;
 mod node;
+mod retry;
 mod scripts;
 mod standing;
 mod tally;
 
-pub use audit::TARGET as AUDIT_TARGET;
+pub use audit::{AUDIT_TARGET, AuditEvent, AuditSink, NodeList, TracingAudit};
 pub use client::{NodeState, QuorumStatus, Redlock};
 pub use config::RedlockConfig;
 pub use error::{ConfigError, RedlockError};
 pub use lease::Lease;
 pub use metrics::RedlockMetrics;
+pub use retry::{Pause, RetryPolicy};
+
+/// For [`tracing_audit!`]'s expansion only.
+#[doc(hidden)]
+pub mod __private {
+    pub use tracing;
+}

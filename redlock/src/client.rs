@@ -10,25 +10,24 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use redis::{FromRedisValue, ScriptInvocation};
 
-use super::audit::{self, AcquireRecord, LeaseRecord};
-use super::backoff::Backoff;
-use super::config::{RedlockConfig, Ttl};
-use super::error::{ConfigError, RedlockError};
-use super::lease::Lease;
-use super::metrics::{AcquireResult, RedlockMetrics};
-use super::node::Node;
-use super::scripts::{self, AcquireReply};
-use super::standing::{Seen, quorum_lost_since};
-use super::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
+use crate::audit::{AuditEvent, AuditSink, NodeList, TracingAudit};
+use crate::config::{RedlockConfig, Ttl};
+use crate::error::{ConfigError, RedlockError};
+use crate::lease::Lease;
+use crate::metrics::{AcquireResult, RedlockMetrics};
+use crate::node::Node;
+use crate::retry::{Failure, RetryPolicy, Waits};
+use crate::scripts::{self, AcquireReply};
+use crate::standing::{Seen, quorum_lost_since};
+use crate::tally::{AcquireTally, Answer, Confirmations, Refusal, Vote};
 
 /// A distributed lock over N independent Redis masters. Cheap to clone: clones share the
 /// connections and metrics.
 #[derive(Clone)]
 pub struct Redlock {
     inner: Arc<Inner>,
-    /// Carried into the audit events of this handle's calls and into the leases it acquires
-    /// ([`Redlock::with_batch_id`]).
-    batch_id: Option<Arc<str>>,
+    /// Where this handle's audit events go ([`Redlock::with_audit`]).
+    audit: Arc<dyn AuditSink>,
 }
 
 struct Inner {
@@ -85,6 +84,17 @@ pub enum NodeState {
     },
     /// No answer within the timeout.
     Unreachable,
+}
+
+impl NodeState {
+    /// The state's name: `ready`, `recovering` or `unreachable` (for readiness reports).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Recovering { .. } => "recovering",
+            Self::Unreachable => "unreachable",
+        }
+    }
 }
 
 /// The keys an operation on one lock touches.
@@ -148,7 +158,7 @@ impl Redlock {
                 metrics,
                 failing_fast: AtomicBool::new(false),
             }),
-            batch_id: None,
+            audit: Arc::new(TracingAudit),
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let warm = redlock.clone();
@@ -158,61 +168,59 @@ impl Redlock {
         Ok(redlock)
     }
 
-    /// A handle on the same lock whose calls carry `batch_id` in their audit events (target
-    /// `flashgate::audit`), as do the leases it acquires, in their extend and release events
-    /// ([`Lease::set_batch_id`] changes it for later batches under the same lease). Cheap: the
-    /// connections are shared.
-    pub fn with_batch_id(&self, batch_id: impl fmt::Display) -> Self {
+    /// A handle on the same lock whose calls send their audit events to `sink` (by default
+    /// [`TracingAudit`], target `redlock::audit`). Cheap: the connections are shared.
+    pub fn with_audit(&self, sink: impl AuditSink) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
-            batch_id: Some(Arc::from(batch_id.to_string())),
+            audit: Arc::new(sink),
         }
     }
 
-    /// Votes needed: `N / 2 + 1`.
-    pub fn quorum(&self) -> usize {
-        self.inner.quorum
-    }
-
-    /// Number of nodes.
-    pub fn nodes(&self) -> usize {
-        self.inner.nodes.len()
-    }
-
-    /// The configuration in force.
-    pub fn config(&self) -> &RedlockConfig {
-        &self.inner.config
-    }
-
-    /// Acquires `key` for `ttl`, retrying with decorrelated jitter until
-    /// [`RedlockConfig::retry_deadline`] from now. See [`Redlock::acquire_until`].
-    pub async fn acquire(&self, key: &str, ttl: Duration) -> Result<Lease, RedlockError> {
-        // `retry_deadline` is validated to at most a day, so this cannot overflow in practice;
-        // if it did, the call would degrade to a single attempt.
-        let deadline = Instant::now()
-            .checked_add(self.inner.config.retry_deadline)
-            .unwrap_or_else(Instant::now);
-        self.acquire_inner(key, ttl, Some(deadline)).await
-    }
-
-    /// Acquires `key` for `ttl`, retrying with decorrelated jitter while attempts fail
-    /// (contended, unreachable, too little validity) and a next attempt can start before
-    /// `deadline`. The last attempt starts before the deadline and takes at most about three
-    /// per-node timeouts. On failure returns the last attempt's error. A known quorum loss
-    /// ([`RedlockError::QuorumLost`], see [`Redlock::quorum_status`]) ends it at once, before or
-    /// between attempts.
-    pub async fn acquire_until(
+    /// Acquires `key` for `ttl`. Attempts fail as contended, unreachable or with too little
+    /// validity; after each, `policy` says how long to pause before the next
+    /// ([`RetryPolicy::ONCE`]: no retry), and retrying stops when the next attempt could not
+    /// start before `deadline`. The last attempt starts before the deadline and takes at most
+    /// about three per-node timeouts. On failure returns the last attempt's error. A known
+    /// quorum loss ([`RedlockError::QuorumLost`], see [`Redlock::quorum_status`]) ends it at
+    /// once, before or between attempts: retrying cannot help. [`Lease::contended`] tells whether
+    /// an attempt found the lock held by another.
+    pub async fn acquire(
         &self,
         key: &str,
         ttl: Duration,
+        policy: &RetryPolicy,
         deadline: Instant,
     ) -> Result<Lease, RedlockError> {
-        self.acquire_inner(key, ttl, Some(deadline)).await
-    }
-
-    /// One acquire attempt, no retry.
-    pub async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Lease, RedlockError> {
-        self.acquire_inner(key, ttl, None).await
+        let started = Instant::now();
+        let mut attempts = 0_u32;
+        let mut granted = Vec::new();
+        let mut contended = false;
+        let result = self
+            .acquire_attempts(
+                key,
+                ttl,
+                policy,
+                deadline,
+                &mut attempts,
+                &mut granted,
+                &mut contended,
+            )
+            .await;
+        self.audit.record(&AuditEvent {
+            op: "acquire",
+            resource: key,
+            result: match &result {
+                Ok(_) => "acquired",
+                Err(error) => error_result(error),
+            },
+            fence: result.as_ref().ok().map(Lease::fence),
+            attempts: Some(attempts),
+            granted: Some(NodeList(&granted)),
+            validity: result.as_ref().ok().map(Lease::remaining),
+            elapsed: started.elapsed(),
+        });
+        result.map(|lease| lease.after_contention(contended))
     }
 
     /// Makes `lease` valid for `ttl` from now (compare-and-pexpire on every node). Succeeds only
@@ -233,18 +241,7 @@ impl Redlock {
             self.inner.metrics.extend_failed();
             tracing::debug!(key = lease.key(), %error, "redlock extend failed");
         }
-        audit::lease(&LeaseRecord {
-            op: "extend",
-            resource: lease.key(),
-            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
-            result: match &result {
-                Ok(()) => "extended",
-                Err(error) => error_result(error),
-            },
-            fence: lease.fence(),
-            validity: lease.remaining(),
-            elapsed: started.elapsed(),
-        });
+        self.audit_lease("extend", lease, &result, "extended", lease.fence(), started);
         result
     }
 
@@ -283,18 +280,7 @@ impl Redlock {
         } else {
             Ok(())
         };
-        audit::lease(&LeaseRecord {
-            op: "raise_fence",
-            resource: lease.key(),
-            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
-            result: match &result {
-                Ok(()) => "raised",
-                Err(error) => error_result(error),
-            },
-            fence: at_least,
-            validity: lease.remaining(),
-            elapsed: started.elapsed(),
-        });
+        self.audit_lease("raise_fence", lease, &result, "raised", at_least, started);
         result
     }
 
@@ -331,16 +317,17 @@ impl Redlock {
         } else {
             Ok(())
         };
-        audit::lease(&LeaseRecord {
+        self.audit.record(&AuditEvent {
             op: "release",
             resource: lease.key(),
-            batch_id: self.batch_id.as_deref().or(lease.batch_id()),
             result: match &result {
                 Ok(()) => "released",
                 Err(error) => error_result(error),
             },
-            fence: lease.fence(),
-            validity: remaining,
+            fence: Some(lease.fence()),
+            attempts: None,
+            granted: None,
+            validity: Some(remaining),
             elapsed: started.elapsed(),
         });
         result
@@ -459,55 +446,52 @@ impl Redlock {
         let _ = self.node_states().await;
     }
 
-    /// Attempts until one succeeds or the next could not start before `deadline` (`None`: a
-    /// single attempt).
-    async fn acquire_inner(
+    /// The audit event of an extend or fence raise on `lease`.
+    fn audit_lease(
         &self,
-        key: &str,
-        ttl: Duration,
-        deadline: Option<Instant>,
-    ) -> Result<Lease, RedlockError> {
-        let started = Instant::now();
-        let mut attempts = 0_u32;
-        let mut granted = Vec::new();
-        let result = self
-            .acquire_attempts(key, ttl, deadline, &mut attempts, &mut granted)
-            .await;
-        let lease_fence = result.as_ref().ok().map(Lease::fence);
-        audit::acquire(&AcquireRecord {
-            resource: key,
-            batch_id: self.batch_id.as_deref(),
-            result: match &result {
-                Ok(_) => "acquired",
+        op: &'static str,
+        lease: &Lease,
+        result: &Result<(), RedlockError>,
+        done: &'static str,
+        fence: u64,
+        started: Instant,
+    ) {
+        self.audit.record(&AuditEvent {
+            op,
+            resource: lease.key(),
+            result: match result {
+                Ok(()) => done,
                 Err(error) => error_result(error),
             },
-            fence: lease_fence,
-            attempts,
-            granted: &granted,
-            validity: result.as_ref().ok().map(Lease::remaining),
+            fence: Some(fence),
+            attempts: None,
+            granted: None,
+            validity: Some(lease.remaining()),
             elapsed: started.elapsed(),
         });
-        result.map(|lease| lease.with_batch_id(self.batch_id.clone()))
     }
 
-    /// The retry loop of [`Redlock::acquire_inner`], counting attempts and keeping the nodes
-    /// that granted the last one.
+    /// The retry loop of [`Redlock::acquire`], counting attempts, keeping the nodes that
+    /// granted the last one and noting whether any attempt was contended.
+    #[allow(clippy::too_many_arguments)] // the loop's three out-parameters feed the audit event
     async fn acquire_attempts(
         &self,
         key: &str,
         ttl: Duration,
-        deadline: Option<Instant>,
+        policy: &RetryPolicy,
+        deadline: Instant,
         attempts: &mut u32,
         granted: &mut Vec<usize>,
+        contended: &mut bool,
     ) -> Result<Lease, RedlockError> {
         let started = Instant::now();
         if key.is_empty() {
             return Err(ConfigError::EmptyKey.into());
         }
         let ttl = self.inner.config.check_ttl(ttl)?;
+        policy.validate()?;
         let keys = self.keys(key);
-        let config = &self.inner.config;
-        let mut backoff = Backoff::new(config.retry_base_delay, config.retry_max_delay);
+        let mut waits = Waits::new(policy);
         let result = loop {
             if let Some(lost) = self.known_quorum_loss() {
                 granted.clear();
@@ -516,10 +500,19 @@ impl Redlock {
             *attempts += 1;
             let attempt = self.attempt(key, &keys, ttl, granted).await;
             let Err(error) = attempt else { break attempt };
-            let Some(deadline) = deadline else {
+            let failure = match error {
+                RedlockError::Contended => {
+                    *contended = true;
+                    Failure::Contended
+                }
+                RedlockError::Unreachable { .. } | RedlockError::ValidityTooShort => {
+                    Failure::Unavailable
+                }
+                _ => break Err(error),
+            };
+            let Some(pause) = waits.next_delay(failure, &mut rand::rng()) else {
                 break Err(error);
             };
-            let pause = backoff.next_delay(&mut rand::rng());
             match Instant::now().checked_add(pause) {
                 Some(resume) if resume < deadline => {}
                 _ => break Err(error),

@@ -1,9 +1,9 @@
 //! Whether each node can vote, and since when a quorum cannot — free of I/O. This is what lets an
-//! acquire refuse at once ([`RedlockError::QuorumLost`](super::RedlockError::QuorumLost)) when the
+//! acquire refuse at once ([`RedlockError::QuorumLost`](crate::RedlockError::QuorumLost)) when the
 //! lock already knows that too few nodes can vote, instead of every caller finding it out again
 //! by waiting for timeouts until its deadline.
 //!
-//! A node **can vote** when its circuit breaker ([`super::breaker`]) is closed and it is not in
+//! A node **can vote** when its circuit breaker ([`crate::breaker`]) is closed and it is not in
 //! its restart recovery window (it answered "recovering for N ms" to an acquire or a health
 //! probe, and those N ms have not passed). A node that cannot vote is **out**, and its
 //! [`Standing`] remembers since when: the moment it went from able to unable, kept while it
@@ -13,7 +13,7 @@
 //! [`quorum_lost_since`] turns the nodes' standings into "since when have fewer than a quorum
 //! been able to vote": the moment the `N − quorum + 1`-th node still out went out. The lock
 //! compares that with
-//! [`RedlockConfig::quorum_loss_grace`](super::RedlockConfig::quorum_loss_grace): shorter is a
+//! [`RedlockConfig::quorum_loss_grace`](crate::RedlockConfig::quorum_loss_grace): shorter is a
 //! blip that acquires ride out, longer is a known loss that acquires refuse at once.
 //!
 //! Going out only ever happens at an event (a failure opens the breaker, a node says it is
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::breaker::{Breaker, BreakerConfig, Transition};
+use crate::breaker::{Breaker, BreakerConfig, Transition};
 
 /// What a node's answer says about its ability to vote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,8 @@
 //! Everything is killed when [`RedisNodes`] is dropped.
 //!
 //! Self-contained (std, tokio, tempfile): include it with
-//! `#[path = "common/redis_nodes.rs"] mod redis_nodes;`. The server binary is `$REDIS_SERVER`,
+//! `#[path = "common/redis_nodes.rs"] mod redis_nodes;` (the origin's tests and this crate's
+//! bench include this same file by its path). The server binary is `$REDIS_SERVER`,
 //! else `/usr/bin/redis-server`, else `redis-server` on `PATH`.
 #![allow(dead_code)] // each test binary uses its own subset
 

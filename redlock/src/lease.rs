@@ -2,11 +2,10 @@
 //! monotonic clock.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A held lock. Obtained from [`Redlock::acquire`](super::Redlock::acquire); give it back with
-/// [`Redlock::release`](super::Redlock::release). Dropping it without releasing leaves the lock
+/// A held lock. Obtained from [`Redlock::acquire`](crate::Redlock::acquire); give it back with
+/// [`Redlock::release`](crate::Redlock::release). Dropping it without releasing leaves the lock
 /// on the nodes until its TTL runs out (nothing breaks, others just wait longer).
 ///
 /// Not `Clone`: one lease, one holder.
@@ -22,8 +21,8 @@ pub struct Lease {
     ttl: Duration,
     /// End of validity, on the monotonic clock: attempt start + TTL − drift.
     expires_at: Instant,
-    /// The caller's batch id, carried into this lease's extend and release audit events.
-    batch_id: Option<Arc<str>>,
+    /// Whether the acquire waited for another holder.
+    contended: bool,
 }
 
 impl Lease {
@@ -40,25 +39,21 @@ impl Lease {
             fence,
             ttl,
             expires_at,
-            batch_id: None,
+            contended: false,
         }
     }
 
-    /// Sets the batch id from the acquiring handle.
-    pub(crate) fn with_batch_id(mut self, batch_id: Option<Arc<str>>) -> Self {
-        self.batch_id = batch_id;
+    /// Records that an attempt of the acquire that returned this lease found the lock held by
+    /// another holder.
+    pub(crate) fn after_contention(mut self, contended: bool) -> Self {
+        self.contended = contended;
         self
     }
 
-    /// Names the batch now worked on under this lease: later extend and release audit events
-    /// carry it (target `flashgate::audit`).
-    pub fn set_batch_id(&mut self, batch_id: impl fmt::Display) {
-        self.batch_id = Some(Arc::from(batch_id.to_string()));
-    }
-
-    /// The batch id given at acquire time or by [`Lease::set_batch_id`].
-    pub fn batch_id(&self) -> Option<&str> {
-        self.batch_id.as_deref()
+    /// Whether the acquire that returned this lease had to wait for another holder (an attempt
+    /// of it was refused as [`RedlockError::Contended`](crate::RedlockError::Contended)).
+    pub fn contended(&self) -> bool {
+        self.contended
     }
 
     /// The locked key, as passed to `acquire`.
@@ -79,7 +74,7 @@ impl Lease {
     }
 
     /// When the validity ends, on the monotonic clock.
-    pub fn expires_at(&self) -> Instant {
+    pub(crate) fn expires_at(&self) -> Instant {
         self.expires_at
     }
 
@@ -88,7 +83,7 @@ impl Lease {
     }
 
     /// TTL of the last successful acquire or extend.
-    pub fn ttl(&self) -> Duration {
+    pub(crate) fn ttl(&self) -> Duration {
         self.ttl
     }
 
@@ -111,7 +106,7 @@ impl fmt::Debug for Lease {
             .field("key", &self.key)
             .field("fence", &self.fence)
             .field("remaining", &self.remaining())
-            .field("batch_id", &self.batch_id)
+            .field("contended", &self.contended)
             .finish_non_exhaustive()
     }
 }

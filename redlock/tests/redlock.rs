@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use origin::redlock::{
-    ConfigError, NodeState, Redlock, RedlockConfig, RedlockError, RedlockMetrics,
-};
 use prometheus_client::registry::Registry;
 use redis_nodes::RedisNodes;
+use redlock::{
+    ConfigError, Lease, NodeState, Pause, Redlock, RedlockConfig, RedlockError, RedlockMetrics,
+    RetryPolicy,
+};
 
 /// TTL used by most tests; also `max_ttl`, hence the restart guard's window (~2 s).
 const TTL: Duration = Duration::from_secs(2);
@@ -26,8 +27,45 @@ fn config() -> RedlockConfig {
         // 200 ms per node for a 2 s TTL: generous for loopback on a loaded machine.
         node_timeout_ratio: 0.1,
         node_timeout_max: Duration::from_secs(1),
-        retry_deadline: Duration::from_secs(30),
         ..RedlockConfig::default()
+    }
+}
+
+/// The spec's random pauses between attempts (decorrelated jitter, 5..=100 ms).
+const JITTER: RetryPolicy =
+    RetryPolicy::jittered(Duration::from_millis(5), Duration::from_millis(100));
+
+/// The tests' two ways of calling [`Redlock::acquire`].
+trait Acquire {
+    /// One attempt.
+    fn try_acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Lease, RedlockError>>;
+    /// [`JITTER`] for up to 30 s.
+    fn acquire_patiently(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Lease, RedlockError>>;
+}
+
+impl Acquire for Redlock {
+    fn try_acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Lease, RedlockError>> {
+        self.acquire(key, ttl, &RetryPolicy::ONCE, Instant::now())
+    }
+
+    fn acquire_patiently(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Lease, RedlockError>> {
+        self.acquire(key, ttl, &JITTER, Instant::now() + Duration::from_secs(30))
     }
 }
 
@@ -99,14 +137,8 @@ async fn mutual_exclusion(node_count: usize, faults: bool) {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         // Separate instances: separate connections, like separate origin processes.
-        // A backoff cap suited to 100 contenders on one key: with 100 ms they would retry
-        // ~2000 times a second and mostly split the votes.
-        let config = RedlockConfig {
-            retry_max_delay: Duration::from_secs(1),
-            ..config()
-        };
         clients.push(
-            Redlock::connect(&nodes.urls(), config, metrics.clone())
+            Redlock::connect(&nodes.urls(), config(), metrics.clone())
                 .await
                 .expect("config"),
         );
@@ -127,8 +159,12 @@ async fn mutual_exclusion(node_count: usize, faults: bool) {
             fences.clone(),
         );
         tasks.push(tokio::spawn(async move {
+            // A backoff cap suited to 100 contenders on one key: with 100 ms they would retry
+            // ~2000 times a second and mostly split the votes.
+            let patient = RetryPolicy::jittered(Duration::from_millis(5), Duration::from_secs(1));
+            let deadline = Instant::now() + Duration::from_secs(30);
             let lease = lock
-                .acquire("sku:contended", TTL)
+                .acquire("sku:contended", TTL, &patient, deadline)
                 .await
                 .expect("acquire within the deadline");
             if inside.fetch_add(1, Ordering::SeqCst) != 0 {
@@ -260,10 +296,9 @@ async fn release_never_deletes_another_holders_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     let mut nodes = RedisNodes::start(3).await;
-    let config = RedlockConfig {
-        retry_deadline: Duration::from_secs(1),
-        ..config()
-    };
+    let config = config();
+    let retry_deadline = Duration::from_secs(1);
+    let within_deadline = || Instant::now() + retry_deadline;
     let lock = connect(&nodes, config.clone()).await;
     let holder = connect(&nodes, config.clone()).await;
     wait_all_ready(&lock).await;
@@ -277,7 +312,7 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     assert!(lock.quorum_reachable().await, "2 of 3 is a quorum");
     for i in 0..20 {
         let lease = lock
-            .acquire(&format!("sku:{i}"), TTL)
+            .acquire(&format!("sku:{i}"), TTL, &JITTER, within_deadline())
             .await
             .expect("acquire with 1 of 3 down");
         lock.release(lease).await.expect("release with 1 of 3 down");
@@ -286,7 +321,11 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     nodes.kill(1);
     assert!(!lock.quorum_reachable().await, "1 of 3 is not a quorum");
     let started = Instant::now();
-    let result = within(Duration::from_secs(20), lock.acquire("sku:free", TTL)).await;
+    let result = within(
+        Duration::from_secs(20),
+        lock.acquire("sku:free", TTL, &JITTER, within_deadline()),
+    )
+    .await;
     let elapsed = started.elapsed();
     assert!(
         matches!(
@@ -305,7 +344,7 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     );
     // The last attempt starts before the deadline; it and its cleanup take at most ~3 node timeouts.
     assert!(
-        elapsed < config.retry_deadline + 3 * node_timeout() + Duration::from_secs(1),
+        elapsed < retry_deadline + 3 * node_timeout() + Duration::from_secs(1),
         "overran the deadline: {elapsed:?}"
     );
 
@@ -333,7 +372,7 @@ async fn killed_nodes_one_tolerated_two_unreachable_not_contended() {
     );
     wait_all_ready(&lock).await;
     let lease = lock
-        .acquire("sku:free", TTL)
+        .acquire_patiently("sku:free", TTL)
         .await
         .expect("acquire after recovery");
     lock.release(lease).await.expect("release");
@@ -354,7 +393,7 @@ async fn paused_node_does_not_stall_operations() {
     for i in 0..20 {
         let started = Instant::now();
         let mut lease = lock
-            .acquire(&format!("p:{i}"), TTL)
+            .acquire_patiently(&format!("p:{i}"), TTL)
             .await
             .expect("acquire with a paused node");
         lock.extend(&mut lease, TTL)
@@ -395,7 +434,7 @@ async fn paused_node_does_not_stall_operations() {
     nodes.restart(1).await;
     wait_all_ready(&lock).await;
     let lease = lock
-        .acquire("needs-node-2", TTL)
+        .acquire_patiently("needs-node-2", TTL)
         .await
         .expect("acquire after resume");
     lock.release(lease).await.expect("release");
@@ -502,7 +541,7 @@ async fn node_restarted_empty_does_not_admit_a_second_holder() {
     );
     // The recovery windows are known to B's lock, which refuses at once until they are over.
     wait_all_ready(&lock_b).await;
-    let b = within(Duration::from_secs(30), lock_b.acquire("k", TTL))
+    let b = within(Duration::from_secs(30), lock_b.acquire_patiently("k", TTL))
         .await
         .expect("B acquires after recovery");
     assert_eq!(
@@ -529,7 +568,10 @@ async fn fence_increases_even_when_the_quorum_intersection_lost_its_counter() {
     nodes.kill(2);
     let mut last = 0;
     for _ in 0..20 {
-        let lease = lock.acquire("k", TTL).await.expect("acquire on {0,1}");
+        let lease = lock
+            .acquire_patiently("k", TTL)
+            .await
+            .expect("acquire on {0,1}");
         assert!(lease.fence() > last);
         last = lease.fence();
         lock.release(lease).await.expect("release");
@@ -542,7 +584,10 @@ async fn fence_increases_even_when_the_quorum_intersection_lost_its_counter() {
         s[1] == NodeState::Ready && s[2] == NodeState::Ready
     })
     .await;
-    let lease = lock.acquire("k", TTL).await.expect("acquire on {1,2}");
+    let lease = lock
+        .acquire_patiently("k", TTL)
+        .await
+        .expect("acquire on {1,2}");
     assert!(
         lease.fence() > last,
         "fence went backwards after restarts: {} <= {last}",
@@ -598,7 +643,7 @@ async fn fences_strictly_increase_over_1000_acquisitions_as_node_subsets_change(
         }
         for i in 0..100 {
             let lock = &clients[(round + i) % clients.len()];
-            let lease = within(Duration::from_secs(30), lock.acquire("k", TTL))
+            let lease = within(Duration::from_secs(30), lock.acquire_patiently("k", TTL))
                 .await
                 .unwrap_or_else(|e| panic!("round {round}, acquisition {i}: {e}"));
             assert!(
@@ -695,7 +740,7 @@ async fn connects_with_every_node_down_and_recovers() {
     wait_all_ready(&lock).await;
     assert!(lock.quorum_reachable().await);
     let lease = lock
-        .acquire("k", TTL)
+        .acquire_patiently("k", TTL)
         .await
         .expect("acquire once nodes are up");
     lock.release(lease).await.expect("release");
@@ -792,7 +837,7 @@ async fn rejects_invalid_configuration_and_arguments_without_leaking_urls() {
         ),
         "{empty:?}"
     );
-    assert_eq!(lock.quorum(), 1);
+    assert_eq!(lock.quorum_status().quorum, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -941,7 +986,7 @@ async fn a_killed_node_is_skipped_by_its_breaker_and_readmitted_after_restart() 
         assert!(Instant::now() < deadline, "the breaker never opened");
         cycles += 1;
         let lease = lock
-            .acquire(&format!("b:{cycles}"), TTL)
+            .acquire_patiently(&format!("b:{cycles}"), TTL)
             .await
             .expect("2 of 3 is a quorum");
         lock.release(lease).await.expect("release");
@@ -957,7 +1002,7 @@ async fn a_killed_node_is_skipped_by_its_breaker_and_readmitted_after_restart() 
     // stands still, while the background probes keep failing and re-opening it).
     for i in 0..100 {
         let mut lease = lock
-            .acquire(&format!("skip:{i}"), TTL)
+            .acquire_patiently(&format!("skip:{i}"), TTL)
             .await
             .expect("acquire with the node skipped");
         lock.extend(&mut lease, TTL).await.expect("extend");
@@ -991,9 +1036,12 @@ async fn a_killed_node_is_skipped_by_its_breaker_and_readmitted_after_restart() 
     // nodes 1 and 2 must make the quorum, and node 2 holds the lock.
     wait_all_ready(&lock).await;
     nodes.kill(0);
-    let lease = within(Duration::from_secs(20), lock.acquire("readmitted", TTL))
-        .await
-        .expect("node 2 votes again");
+    let lease = within(
+        Duration::from_secs(20),
+        lock.acquire_patiently("readmitted", TTL),
+    )
+    .await
+    .expect("node 2 votes again");
     assert!(lock_key_exists(&nodes, 2, "readmitted").await);
     lock.release(lease).await.expect("release");
 }
@@ -1024,7 +1072,7 @@ async fn a_known_quorum_loss_fails_fast_until_the_nodes_are_back() {
         status.voting == 3 && status.lost_for.is_none() && !status.failing_fast,
         "{status:?}"
     );
-    let lease = lock.acquire("q", TTL).await.expect("all up");
+    let lease = lock.acquire_patiently("q", TTL).await.expect("all up");
     lock.release(lease).await.expect("release");
 
     nodes.kill(0);
@@ -1068,7 +1116,7 @@ async fn a_known_quorum_loss_fails_fast_until_the_nodes_are_back() {
     let errors_before = errors(&registry);
     for i in 0..20 {
         let started = Instant::now();
-        let result = lock.acquire(&format!("fast:{i}"), TTL).await;
+        let result = lock.acquire_patiently(&format!("fast:{i}"), TTL).await;
         let took = started.elapsed();
         assert!(
             matches!(result, Err(RedlockError::QuorumLost { .. })),
@@ -1166,7 +1214,7 @@ fn audit_log() -> &'static Captured {
             .flatten_event(true)
             .with_target(true)
             .with_writer(captured.clone())
-            .with_env_filter(origin::redlock::AUDIT_TARGET)
+            .with_env_filter(format!("{},caller::audit", redlock::AUDIT_TARGET))
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
         captured
@@ -1174,27 +1222,24 @@ fn audit_log() -> &'static Captured {
 }
 
 /// One audit event per call, with what an incident review needs: op, resource, result, fence,
-/// batch id, nodes, timings — and never the token.
+/// nodes, timings — and never the token.
 #[tokio::test]
 async fn every_lock_call_is_one_audit_event() {
     const MINE: [&str; 2] = ["sku:AUDIT", "sku:DOWN"];
     let captured = audit_log();
     let mut nodes = RedisNodes::start(3).await;
     let lock = connect(&nodes, config()).await;
-    let other = connect(&nodes, config()).await;
+    // Another caller's events go where it chose.
+    redlock::tracing_audit!(struct CallerAudit => "caller::audit");
+    let other = connect(&nodes, config()).await.with_audit(CallerAudit);
     wait_all_ready(&lock).await;
 
-    let mut lease = lock
-        .with_batch_id("batch-7")
-        .try_acquire("sku:AUDIT", TTL)
-        .await
-        .expect("acquire");
+    let mut lease = lock.try_acquire("sku:AUDIT", TTL).await.expect("acquire");
     let refused = other.try_acquire("sku:AUDIT", TTL).await;
     assert!(
         matches!(refused, Err(RedlockError::Contended)),
         "{refused:?}"
     );
-    lease.set_batch_id("batch-8");
     lock.extend(&mut lease, TTL).await.expect("extend");
     let fence = lease.fence();
     lock.release(lease).await.expect("release");
@@ -1212,8 +1257,13 @@ async fn every_lock_call_is_one_audit_event() {
         .map(|e| (e["op"].to_string(), e["result"].to_string()))
         .collect();
     assert_eq!(events.len(), 5, "{summary:?}");
-    for event in &events {
-        assert_eq!(event["target"], "flashgate::audit", "{event}");
+    for (i, event) in events.iter().enumerate() {
+        let target = if i == 1 {
+            "caller::audit"
+        } else {
+            "redlock::audit"
+        };
+        assert_eq!(event["target"], target, "{event}");
         assert!(event["elapsed_ms"].is_u64(), "{event}");
         assert!(event.get("token").is_none(), "{event}");
     }
@@ -1223,7 +1273,6 @@ async fn every_lock_call_is_one_audit_event() {
     assert_eq!(acquired["resource"], "sku:AUDIT");
     assert_eq!(acquired["result"], "acquired");
     assert_eq!(acquired["fence"], fence);
-    assert_eq!(acquired["batch_id"], "batch-7");
     assert_eq!(acquired["attempts"], 1);
     // The nodes that granted before the attempt was decided: at least a quorum.
     let granted = acquired["granted"].as_str().expect("granted");
@@ -1244,12 +1293,10 @@ async fn every_lock_call_is_one_audit_event() {
         contended.get("fence").is_none(),
         "no fence without a lease: {contended}"
     );
-    assert!(contended.get("batch_id").is_none(), "{contended}");
 
     assert_eq!(extended["op"], "extend");
     assert_eq!(extended["result"], "extended");
     assert_eq!(extended["fence"], fence);
-    assert_eq!(extended["batch_id"], "batch-8", "the lease's current batch");
     assert!(
         extended["validity_ms"].as_u64().is_some_and(|v| v > 1000),
         "{extended}"
@@ -1271,4 +1318,94 @@ fn metric(registry: &Registry, name: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
+}
+
+/// The caller's [`RetryPolicy`] decides how `acquire` waits, per kind of failure, and the lease
+/// tells whether it had to wait for another holder: a poller gets the lock soon after the holder
+/// lets go; a policy that stops on missing votes answers at once instead of at its deadline;
+/// `ONCE` is one attempt; a nonsensical policy is a configuration error, not a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_retry_policy_decides_how_acquire_waits() {
+    const POLL: RetryPolicy = RetryPolicy {
+        contended: Pause::Uniform {
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(4),
+        },
+        unavailable: Pause::Stop,
+    };
+    let mut nodes = RedisNodes::start(3).await;
+    let holder = connect(&nodes, config()).await;
+    let waiter = connect(&nodes, config()).await;
+    wait_all_ready(&holder).await;
+
+    let fresh = waiter
+        .acquire("free", TTL, &POLL, Instant::now() + Duration::from_secs(5))
+        .await
+        .expect("free key");
+    assert!(!fresh.contended(), "nobody held it: {fresh:?}");
+    waiter.release(fresh).await.expect("release");
+
+    let held = holder.try_acquire("p", TTL).await.expect("holder");
+    let once = waiter.try_acquire("p", TTL).await;
+    assert!(matches!(once, Err(RedlockError::Contended)), "{once:?}");
+    let poller = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            waiter.acquire("p", TTL, &POLL, deadline).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    holder.release(held).await.expect("release");
+    let lease = within(Duration::from_secs(30), poller)
+        .await
+        .expect("task")
+        .expect("the poller gets the lock once it is free");
+    assert!(lease.contended(), "it waited for the holder: {lease:?}");
+    assert!(
+        released_at.elapsed() < Duration::from_secs(5),
+        "polling every few ms hands over promptly, took {:?}",
+        released_at.elapsed()
+    );
+    waiter.release(lease).await.expect("release");
+
+    let nonsense = RetryPolicy {
+        contended: Pause::Uniform {
+            min: Duration::from_millis(9),
+            max: Duration::from_millis(1),
+        },
+        unavailable: Pause::Stop,
+    };
+    let invalid = waiter
+        .acquire("q", TTL, &nonsense, Instant::now() + Duration::from_secs(5))
+        .await;
+    assert!(
+        matches!(
+            invalid,
+            Err(RedlockError::InvalidConfig(
+                ConfigError::InvalidSetting { .. }
+            ))
+        ),
+        "{invalid:?}"
+    );
+
+    nodes.kill(0);
+    nodes.kill(1);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
+    let unreachable = within(
+        Duration::from_secs(30),
+        waiter.acquire("q", TTL, &POLL, deadline),
+    )
+    .await;
+    assert!(
+        matches!(unreachable, Err(RedlockError::Unreachable { .. })),
+        "{unreachable:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "unavailable: Stop answers after one attempt, not at the 20 s deadline: {:?}",
+        started.elapsed()
+    );
 }

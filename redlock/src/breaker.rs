@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 /// Settings of every node's breaker (validated as part of
-/// [`RedlockConfig`](super::RedlockConfig)).
+/// [`RedlockConfig`](crate::RedlockConfig)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BreakerConfig {
     /// Consecutive failures that open the breaker (at least 1).
