@@ -19,6 +19,16 @@ fn addr(app: &TestApp) -> String {
     app.base.trim_start_matches("http://").to_owned()
 }
 
+/// A client that asked once (`GET /healthz`, answered 200) and keeps its connection.
+async fn served_connection(app: &TestApp) -> TcpStream {
+    let mut s = TcpStream::connect(addr(app)).await.expect("connect");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    assert_eq!(read_status(&mut s).await, Some(200));
+    s
+}
+
 fn closed(metrics: &Metrics, reason: &'static str) -> u64 {
     metrics
         .http_closed
@@ -214,12 +224,7 @@ async fn idle_keepalive_connections_make_room_at_the_cap(pool: PgPool) {
     // Four clients each ask once and keep their connection open, idle.
     let mut idle = Vec::new();
     for _ in 0..4 {
-        let mut s = TcpStream::connect(addr(&app)).await.expect("connect");
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("write");
-        assert_eq!(read_status(&mut s).await, Some(200));
-        idle.push(s);
+        idle.push(served_connection(&app).await);
         // Distinct idle-since milliseconds, so "longest idle" is well defined.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -381,12 +386,7 @@ async fn silent_connections_at_the_cap_never_push_out_used_ones(pool: PgPool) {
     // Two clients (like the edge's pooled connections) ask once and keep their connections.
     let mut used = Vec::new();
     for _ in 0..2 {
-        let mut s = TcpStream::connect(addr(&app)).await.expect("connect");
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("write");
-        assert_eq!(read_status(&mut s).await, Some(200));
-        used.push(s);
+        used.push(served_connection(&app).await);
     }
     // A flood from one peer: 64 connections that send nothing, or one byte of a head.
     let mut flood = Vec::new();
