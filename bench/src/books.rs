@@ -151,25 +151,65 @@ pub(crate) async fn check(
             ));
         }
     }
-    let found: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE order_id::text = ANY($1)")
-            .bind(order_ids)
-            .fetch_one(&pool)
-            .await?;
+    check_answered(&pool, OrdersTable::Origin, order_ids, &mut inv).await?;
+    Ok(inv)
+}
+
+/// Where a target keeps its orders.
+#[derive(Debug, Clone, Copy)]
+enum OrdersTable {
+    /// The origin's `orders`.
+    Origin,
+    /// The redis-lua baseline's `lua_orders`.
+    RedisLua,
+}
+
+impl OrdersTable {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Origin => "orders",
+            Self::RedisLua => "lua_orders",
+        }
+    }
+
+    /// Where its orders are, in a violation.
+    fn place(self) -> &'static str {
+        match self {
+            Self::Origin => "the database",
+            Self::RedisLua => "lua_orders",
+        }
+    }
+}
+
+/// Every 201 has exactly one order row in `table`, and every one of the `inv.orders_total`
+/// orders checked was answered 201; records `inv.orders_found_for_201s`.
+async fn check_answered(
+    pool: &sqlx::PgPool,
+    table: OrdersTable,
+    order_ids: &[String],
+    inv: &mut Invariants,
+) -> anyhow::Result<()> {
+    let name = table.name();
+    let query = format!("SELECT COUNT(*) FROM {name} WHERE order_id::text = ANY($1)");
+    let found: i64 = sqlx::query_scalar(&query)
+        .bind(order_ids)
+        .fetch_one(pool)
+        .await?;
     inv.orders_found_for_201s = found;
     if i64::try_from(order_ids.len()).unwrap_or(-1) != found {
         inv.violations.push(format!(
-            "{} distinct 201 order ids, {found} found in orders",
+            "{} distinct 201 order ids, {found} found in {name}",
             order_ids.len()
         ));
     }
     if inv.orders_total != found {
         inv.violations.push(format!(
-            "{} orders in the database but {found} were answered 201",
-            inv.orders_total
+            "{} orders in {} but {found} were answered 201",
+            inv.orders_total,
+            table.place()
         ));
     }
-    Ok(inv)
+    Ok(())
 }
 
 /// Checks the redis-lua baseline's books for one `sku` the run put on sale with `initial` units
@@ -262,22 +302,6 @@ pub(crate) async fn check_redis_lua(
             "{sku}: {duplicates} order(s) repeat a (user, Idempotency-Key) that already bought"
         ));
     }
-    let found: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM lua_orders WHERE order_id::text = ANY($1)")
-            .bind(order_ids)
-            .fetch_one(&pool)
-            .await?;
-    inv.orders_found_for_201s = found;
-    if i64::try_from(order_ids.len()).unwrap_or(-1) != found {
-        inv.violations.push(format!(
-            "{} distinct 201 order ids, {found} found in lua_orders",
-            order_ids.len()
-        ));
-    }
-    if orders != found {
-        inv.violations.push(format!(
-            "{orders} orders in lua_orders but {found} were answered 201"
-        ));
-    }
+    check_answered(&pool, OrdersTable::RedisLua, order_ids, &mut inv).await?;
     Ok(inv)
 }

@@ -12,6 +12,7 @@ import {
   SESSION_KID,
   SESSION_SECRET,
   Stack,
+  assertProblem as assertProblemCode,
   blackHole,
   jwt,
   now,
@@ -29,22 +30,16 @@ after(async () => {
   await stack.stop();
 });
 
-/** Asserts a problem+json answer with `status` and `code`. */
+/** Asserts a problem+json answer with `status` and `code`, and its other RFC 9457 members. */
 function assertProblem(r, status, code, context = "") {
+  assertProblemCode(r, status, code, context);
   const where = `${context} → ${r.status} ${r.text}`;
-  assert.equal(r.status, status, where);
-  assert.match(r.headers.get("content-type") ?? "", /^application\/problem\+json/, where);
-  assert.equal(r.json?.code, code, where);
   assert.equal(r.json?.status, status, where);
   for (const member of ["type", "title", "detail"]) assert.ok(r.json?.[member], `${member} missing: ${where}`);
 }
 
 /** A fresh SKU on the origin. */
-async function sku(opts) {
-  const name = unique("SKU");
-  await stack.putSku(name, opts);
-  return name;
-}
+const sku = (opts) => stack.freshSku(opts);
 
 const user = () => unique("user");
 const key = () => unique("key");

@@ -1,6 +1,7 @@
 // Test harness of the edge end-to-end suite: a fresh Postgres database, the real origin binary and
 // the BUILT worker in workerd (`wrangler dev` with the [build]-less config), each on a free port,
 // each in its own process group so that stopping kills every child (node, esbuild, workerd×2).
+import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, openSync, readFileSync, existsSync } from "node:fs";
@@ -228,6 +229,13 @@ export class Stack {
     return r.json();
   }
 
+  /** A fresh SKU (a unique name) put on sale on the origin with `opts` (see `putSku`); its name. */
+  async freshSku(opts) {
+    const name = unique("SKU");
+    await this.putSku(name, opts);
+    return name;
+  }
+
   async originSku(sku) {
     const r = await fetch(`${this.originUrl}/v1/skus/${sku}`);
     return { status: r.status, body: await r.json() };
@@ -420,6 +428,14 @@ export const now = () => Math.floor(Date.now() / 1000);
 
 export function tokenFor(sub, ttl = 3600) {
   return jwt({ sub, iat: now(), exp: now() + ttl });
+}
+
+/** Asserts an answer `r` (see `response`) is problem+json with `status` and `code`. */
+export function assertProblem(r, status, code, context = "") {
+  const where = `${context} → ${r.status} ${r.text}`;
+  assert.equal(r.status, status, where);
+  assert.match(r.headers.get("content-type") ?? "", /^application\/problem\+json/, where);
+  assert.equal(r.json?.code, code, where);
 }
 
 let counter = 0;

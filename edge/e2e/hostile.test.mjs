@@ -9,7 +9,7 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { ADMIN_TOKEN, Stack, jwt, now, originProxy, tokenFor, unique } from "./harness.mjs";
+import { ADMIN_TOKEN, Stack, assertProblem, jwt, now, originProxy, tokenFor, unique } from "./harness.mjs";
 
 const stack = new Stack();
 /** A pass-through between a second edge and the origin: counts and can hold origin answers. */
@@ -30,18 +30,7 @@ after(async () => {
   await stack.stop();
 });
 
-function assertProblem(r, status, code, context = "") {
-  const where = `${context} → ${r.status} ${r.text}`;
-  assert.equal(r.status, status, where);
-  assert.match(r.headers.get("content-type") ?? "", /^application\/problem\+json/, where);
-  assert.equal(r.json?.code, code, where);
-}
-
-async function sku(opts) {
-  const name = unique("SKU");
-  await stack.putSku(name, opts);
-  return name;
-}
+const sku = (opts) => stack.freshSku(opts);
 
 /**
  * Waits until the origin has finished marking `sku` sold out (it logs "sku sold out; fast path on"

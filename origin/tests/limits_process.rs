@@ -8,6 +8,8 @@
 //! Invariants checked after the sale phases: no oversell, every 201 has exactly one order row,
 //! no user above the cap, stock + sold == initial.
 
+#[path = "common/probes.rs"]
+mod probes;
 #[path = "common/processes.rs"]
 mod processes;
 
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use processes::{EDGE_SECRET, OriginProcess, put_sku, signed_purchase};
+use processes::{EDGE_SECRET, OriginProcess, http_client, put_sku, signed_purchase};
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -48,19 +50,8 @@ fn open_fds(pid: u32) -> usize {
 
 /// The value of an unlabelled metric on `/metrics`.
 async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not exported"))
+    let text = probes::scrape_metrics(client, base).await;
+    probes::metric_value(&text, name).unwrap_or_else(|| panic!("{name} not exported"))
 }
 
 /// One signed purchase of one unit, retried with the same key after a 503 (as the edge and any
@@ -132,25 +123,10 @@ fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 
 #[sqlx::test(migrations = "./migrations")]
 async fn ten_thousand_distinct_skus_users_and_keys_keep_memory_bounded(pool: PgPool) {
-    let (db, url) = processes::database_of(&pool).await;
-    let origin = OriginProcess::start(
-        &url,
-        "redis://127.0.0.1:6379",
-        &format!("test:{db}"),
-        &[
-            ("RUN_MIGRATIONS", "false"),
-            ("RECONCILE_INTERVAL_SECS", "0"),
-        ],
-        true,
-    )
-    .await;
+    let origin = OriginProcess::start_on(&pool, "redis://127.0.0.1:6379", &[]).await;
     let pid = origin.child.id();
     let base = origin.base.clone();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(PARALLEL)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client");
+    let client = http_client(PARALLEL, Duration::from_secs(30));
 
     // Warm up (allocator arenas, the database pool, Redis connections), then wait for the
     // warm-up's combiners to retire, and take the baseline.
@@ -308,26 +284,15 @@ async fn check_books(pool: &PgPool, order_ids: &[String], skus: &[(&str, i64, i6
 
 #[sqlx::test(migrations = "./migrations")]
 async fn a_thousand_connections_beyond_the_cap_hold_no_memory(pool: PgPool) {
-    let (db, url) = processes::database_of(&pool).await;
-    let origin = OriginProcess::start(
-        &url,
+    let origin = OriginProcess::start_on(
+        &pool,
         "redis://127.0.0.1:6379",
-        &format!("test:{db}"),
-        &[
-            ("RUN_MIGRATIONS", "false"),
-            ("RECONCILE_INTERVAL_SECS", "0"),
-            ("HTTP_MAX_CONNECTIONS", "64"),
-        ],
-        true,
+        &[("HTTP_MAX_CONNECTIONS", "64")],
     )
     .await;
     let pid = origin.child.id();
     let addr = origin.base.trim_start_matches("http://").to_owned();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
+    let client = http_client(0, Duration::from_secs(10));
     let (rss0, fds0) = (rss_bytes(pid), open_fds(pid));
 
     // 1,000 clients connect and send nothing. The kernel queues them (the listen backlog is
@@ -431,19 +396,8 @@ fn raise_fd_limit(want: u64) {
 
 /// The value of a labelled counter on `/metrics` (0 if not exported yet).
 async fn labelled(client: &reqwest::Client, base: &str, series: &str) -> f64 {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    let text = probes::scrape_metrics(client, base).await;
+    probes::metric_value(&text, series).unwrap_or(0.0)
 }
 
 /// One purchase attempt, never retried: its status (0 for a transport error or timeout) and
@@ -571,27 +525,12 @@ async fn four_thousand_silent_sockets_cannot_push_a_running_sale_out(pool: PgPoo
     const SALE: usize = 3000;
     const SALE_PARALLEL: usize = 32;
     raise_fd_limit(2 * SILENT as u64 + 2048);
-    let (db, url) = processes::database_of(&pool).await;
     // The default connection cap (4,096) and header timeout (10 s).
-    let origin = OriginProcess::start(
-        &url,
-        "redis://127.0.0.1:6379",
-        &format!("test:{db}"),
-        &[
-            ("RUN_MIGRATIONS", "false"),
-            ("RECONCILE_INTERVAL_SECS", "0"),
-        ],
-        true,
-    )
-    .await;
+    let origin = OriginProcess::start_on(&pool, "redis://127.0.0.1:6379", &[]).await;
     let base = origin.base.clone();
     let addr = base.trim_start_matches("http://").to_owned();
     // The sale's clients on keep-alive connections, as the edge's connection pool keeps them.
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(SALE_PARALLEL)
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
+    let client = http_client(SALE_PARALLEL, Duration::from_secs(20));
     put_sku(&client, &base, "CALM", 1_000_000, 1000).await;
     let (warm, _) = sale(&client, &base, "CALM", "warm", 200, SALE_PARALLEL).await;
     assert_eq!(warm, BTreeMap::from([(201, 200)]), "warm-up");
@@ -677,14 +616,10 @@ async fn four_thousand_silent_sockets_cannot_push_a_running_sale_out(pool: PgPoo
 async fn a_flood_of_public_reads_cannot_take_the_purchases_database_connections(pool: PgPool) {
     const READERS: usize = 300;
     const SALE: usize = 2000;
-    let (db, url) = processes::database_of(&pool).await;
-    let origin = OriginProcess::start(
-        &url,
+    let origin = OriginProcess::start_on(
+        &pool,
         "redis://127.0.0.1:6379",
-        &format!("test:{db}"),
         &[
-            ("RUN_MIGRATIONS", "false"),
-            ("RECONCILE_INTERVAL_SECS", "0"),
             ("DB_MAX_CONNECTIONS", "4"),
             ("DB_READ_MAX_CONNECTIONS", "1"),
             ("DB_ACQUIRE_TIMEOUT_MS", "250"),
@@ -692,15 +627,10 @@ async fn a_flood_of_public_reads_cannot_take_the_purchases_database_connections(
             // 503 only when it finds no database connection within DB_ACQUIRE_TIMEOUT_MS.
             ("REQUEST_DEADLINE_MS", "10000"),
         ],
-        true,
     )
     .await;
     let base = origin.base.clone();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(16)
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
+    let client = http_client(16, Duration::from_secs(20));
     put_sku(&client, &base, "READ", 1_000_000, 1000).await;
 
     // Hundreds of concurrent anonymous readers, each on its own keep-alive connection.
@@ -709,11 +639,7 @@ async fn a_flood_of_public_reads_cannot_take_the_purchases_database_connections(
         .map(|i| {
             let (base, stop) = (base.clone(), stop.clone());
             tokio::spawn(async move {
-                let reader = reqwest::Client::builder()
-                    .pool_max_idle_per_host(1)
-                    .timeout(Duration::from_secs(20))
-                    .build()
-                    .expect("client");
+                let reader = http_client(1, Duration::from_secs(20));
                 let path = ["/v1/skus/READ", "/readyz", "/metrics"][i % 3];
                 let mut seen: BTreeMap<String, usize> = BTreeMap::new();
                 while !stop.load(Ordering::Relaxed) {

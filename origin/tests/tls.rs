@@ -6,6 +6,8 @@
 #[allow(dead_code)] // a subset of the API tests' helpers
 #[path = "api/helpers.rs"]
 mod helpers;
+#[path = "common/probes.rs"] // helpers read metrics with it
+mod probes;
 #[path = "common/processes.rs"]
 mod processes;
 #[path = "common/tls.rs"]

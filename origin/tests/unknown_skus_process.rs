@@ -4,6 +4,8 @@
 //! the lock taken first, every node kept a fence counter per made-up SKU, without a TTL, and
 //! under `noeviction` a full node answers every sale 503.
 
+#[path = "common/probes.rs"]
+mod probes;
 #[path = "common/processes.rs"]
 mod processes;
 #[path = "../../redlock/tests/common/redis_nodes.rs"]
@@ -13,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use processes::{EDGE_SECRET, OriginProcess, put_sku, signed_purchase};
+use processes::{EDGE_SECRET, OriginProcess, http_client, put_sku, signed_purchase};
 use redis_nodes::RedisNodes;
 use sqlx::PgPool;
 
@@ -28,15 +30,8 @@ const LOCK_TTL: Duration = Duration::from_millis(2_000);
 async fn redis_sizes(nodes: &RedisNodes) -> Vec<(i64, i64)> {
     let mut sizes = Vec::new();
     for url in nodes.urls() {
-        let client = redis::Client::open(url.as_str()).expect("client");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
-        let keys: i64 = redis::cmd("DBSIZE")
-            .query_async(&mut conn)
-            .await
-            .expect("DBSIZE");
+        let mut conn = probes::redis_connection(&url).await;
+        let keys = probes::dbsize(&mut conn).await;
         let info: String = redis::cmd("INFO")
             .arg("memory")
             .query_async(&mut conn)
@@ -57,19 +52,8 @@ fn keys(sizes: &[(i64, i64)]) -> Vec<i64> {
 }
 
 async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    let text = probes::scrape_metrics(client, base).await;
+    probes::metric_value(&text, name).unwrap_or(0.0)
 }
 
 /// One purchase, retried with the same key after a 503 (never stored; any client may):
@@ -100,24 +84,9 @@ async fn buy(
 #[sqlx::test(migrations = "./migrations")]
 async fn ten_thousand_unknown_skus_leave_every_redis_node_as_it_was(pool: PgPool) {
     let nodes = RedisNodes::start(3).await;
-    let (db, url) = processes::database_of(&pool).await;
-    let origin = OriginProcess::start(
-        &url,
-        &nodes.urls().join(","),
-        &format!("test:{db}"),
-        &[
-            ("RUN_MIGRATIONS", "false"),
-            ("RECONCILE_INTERVAL_SECS", "0"),
-        ],
-        true,
-    )
-    .await;
+    let origin = OriginProcess::start_on(&pool, &nodes.urls().join(","), &[]).await;
     let base = origin.base.clone();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(PARALLEL)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client");
+    let client = http_client(PARALLEL, Duration::from_secs(30));
     // A real sale first, so the baseline holds what a sale leaves (its fence counter).
     put_sku(&client, &base, "REAL", 10, 10).await;
     assert_eq!(buy(&client, &base, ("u", "k", "REAL")).await.0, 201);

@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::join_all;
 use origin::store::{self, Attempt, BatchMode, Decision, Outcome, StoreError};
 use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, Quantity, Sku, UserId};
 use sqlx::PgPool;
 
-use crate::helpers::{TestApp, assert_problem, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, assert_problem, joined, metric, spawn_app, spawn_app_with};
 
 fn attempt(user: &str, key: &str, sku: &str, qty: i64) -> Attempt {
     Attempt {
@@ -36,15 +35,6 @@ fn status(d: &Decision) -> String {
         Decision::KeyReused => "reused".into(),
         Decision::KeySpent => "spent".into(),
     }
-}
-
-/// Reads a metric's value from the text exposition.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -201,11 +191,7 @@ async fn buy_all(apps: &[Arc<TestApp>], n: usize, sku: &str, users: usize) -> Ve
                 .as_u16()
         })
     });
-    join_all(futs)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect()
+    joined(futs).await
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -274,11 +260,7 @@ async fn a_busy_process_hands_the_lock_over_between_batches(pool: PgPool) {
     blocker.rollback().await.expect("release row");
 
     let b_body = b_buy.await.expect("task");
-    let a_bodies: Vec<serde_json::Value> = join_all(a_buys)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect();
+    let a_bodies: Vec<serde_json::Value> = joined(a_buys).await;
     assert!(
         a_bodies.iter().all(|v| v["order_id"].is_string()),
         "{a_bodies:?}"
@@ -328,11 +310,7 @@ async fn a_queue_that_waited_for_the_lock_is_answered_from_a_fresh_read_of_the_s
     blocker.rollback().await.expect("release row");
 
     assert_eq!(a_buy.await.expect("task"), 201);
-    let answers: Vec<(u16, String)> = join_all(b_buys)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect();
+    let answers: Vec<(u16, String)> = joined(b_buys).await;
     assert!(
         answers.iter().all(|(s, c)| *s == 409 && c == "sold_out"),
         "{answers:?}"
@@ -458,11 +436,7 @@ async fn a_full_queue_and_a_passed_deadline_shed_with_503(pool: PgPool) {
     // Shorter than the lease (2 s), longer than the request deadline (1 s).
     tokio::time::sleep(Duration::from_millis(1300)).await;
     blocker.rollback().await.expect("release row");
-    let results: Vec<_> = join_all(futs)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect();
+    let results: Vec<_> = joined(futs).await;
     let created = results.iter().filter(|r| r.0 == 201).count();
     let shed = results
         .iter()

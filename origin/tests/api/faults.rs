@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use sqlx::PgPool;
 
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, joined, spawn_app_with};
 use crate::redis_nodes::RedisNodes;
 
 async fn two_origins(pool: &PgPool, nodes: &RedisNodes) -> (Arc<TestApp>, Arc<TestApp>) {
@@ -36,11 +36,7 @@ async fn wave(apps: &[Arc<TestApp>], start: usize, n: usize, sku: &str) -> Vec<(
             )
         })
     });
-    join_all(futs)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect()
+    joined(futs).await
 }
 
 async fn assert_invariants(pool: &PgPool, sku: &str) {
@@ -153,11 +149,7 @@ async fn a_paused_node_keeps_purchase_latency_bounded(pool: PgPool) {
             (status, started.elapsed())
         })
     });
-    let results: Vec<(u16, Duration)> = join_all(futs)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect();
+    let results: Vec<(u16, Duration)> = joined(futs).await;
     nodes.resume(0);
     assert!(results.iter().all(|(s, _)| *s == 201), "{results:?}");
     let worst = results.iter().map(|(_, d)| *d).max().unwrap_or_default();

@@ -88,6 +88,22 @@ pub(crate) async fn wait_ready(client: &reqwest::Client, base: &str) {
     panic!("origin at {base} not ready within 30 s");
 }
 
+/// Reads a metric's value from the text exposition (0 if it is not exported).
+pub(crate) fn metric(text: &str, name: &str) -> f64 {
+    crate::probes::metric_value(text, name).unwrap_or(0.0)
+}
+
+/// Waits for every task; their outputs, in order.
+pub(crate) async fn joined<T>(
+    tasks: impl IntoIterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect()
+}
+
 pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -8,21 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use origin::store;
 use sqlx::PgPool;
 
 use crate::contention::hold_sku_row;
-use crate::helpers::{TestApp, assert_problem, spawn_app, spawn_app_with};
-
-/// Reads a metric's value from the text exposition.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
+use crate::helpers::{TestApp, assert_problem, joined, metric, spawn_app, spawn_app_with};
 
 /// Polls `done` every 10 ms for up to 20 s (a loaded machine is slow, never this slow).
 async fn wait_until<F, Fut>(what: &str, mut done: F)
@@ -68,14 +58,6 @@ fn buy(
     })
 }
 
-async fn answers(tasks: Vec<tokio::task::JoinHandle<(u16, String)>>) -> Vec<(u16, String)> {
-    join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect()
-}
-
 #[sqlx::test(migrations = "./migrations")]
 async fn a_key_reused_after_its_answer_was_purged_fails_only_itself(pool: PgPool) {
     let app = Arc::new(spawn_app(pool.clone()).await);
@@ -111,8 +93,8 @@ async fn a_key_reused_after_its_answer_was_purged_fails_only_itself(pool: PgPool
     .await;
     blocker.rollback().await.expect("release the row");
 
-    let shoppers = answers(shoppers).await;
-    let reuser = answers(vec![reuser]).await;
+    let shoppers = joined(shoppers).await;
+    let reuser = joined(vec![reuser]).await;
     assert!(
         shoppers.iter().all(|(s, _)| *s == 201),
         "every other shopper bought: {shoppers:?}"
@@ -204,14 +186,14 @@ async fn race(
         }
         blocker.rollback().await.expect("release the rows");
 
-        let mut racers = answers(racers).await;
+        let mut racers = joined(racers).await;
         racers.sort();
         assert!(
             racers == [(201, String::new()), (422, "idempotency_key_reused".into())]
                 || racers == [(201, String::new()), (409, "idempotency_in_flight".into())],
             "round {round}: one purchase, one refusal, no 5xx: {racers:?}"
         );
-        let others = answers(others).await;
+        let others = joined(others).await;
         assert!(
             others.iter().all(|(s, _)| *s == 201),
             "round {round}: the other shoppers bought: {others:?}"

@@ -19,6 +19,16 @@ fn addr(app: &TestApp) -> String {
     app.base.trim_start_matches("http://").to_owned()
 }
 
+/// A client that asked once (`GET /healthz`, answered 200) and keeps its connection.
+async fn served_connection(app: &TestApp) -> TcpStream {
+    let mut s = TcpStream::connect(addr(app)).await.expect("connect");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    assert_eq!(read_status(&mut s).await, Some(200));
+    s
+}
+
 fn closed(metrics: &Metrics, reason: &'static str) -> u64 {
     metrics
         .http_closed
@@ -87,16 +97,46 @@ fn keep_asking(base: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(
     })
 }
 
-/// Samples the open-connections gauge every 5 ms until `stop`; returns the highest value seen.
-fn watch_connections(metrics: Arc<Metrics>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<i64> {
-    tokio::spawn(async move {
-        let max = AtomicI64::new(0);
-        while !stop.load(Ordering::Relaxed) {
-            max.fetch_max(metrics.http_connections.get(), Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        max.load(Ordering::Relaxed)
-    })
+/// Samples the open-connections gauge every 5 ms until [`PeakWatch::peak`].
+struct PeakWatch {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<i64>,
+}
+
+impl PeakWatch {
+    fn start(app: &TestApp) -> Self {
+        let (metrics, stop) = (app.metrics.clone(), Arc::new(AtomicBool::new(false)));
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let max = AtomicI64::new(0);
+                while !stop.load(Ordering::Relaxed) {
+                    max.fetch_max(metrics.http_connections.get(), Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                max.load(Ordering::Relaxed)
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Stops sampling; the most connections seen open at once.
+    async fn peak(self) -> i64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("task")
+    }
+}
+
+/// A new client's `GET /healthz` (waiting up to `timeout`): its status and how long it took.
+async fn new_client_healthz(app: &TestApp, timeout: Duration) -> (u16, Duration) {
+    let started = Instant::now();
+    let res = reqwest::Client::new()
+        .get(format!("{}/healthz", app.base))
+        .timeout(timeout)
+        .send()
+        .await
+        .expect("served");
+    (res.status().as_u16(), started.elapsed())
 }
 
 async fn nothing_stored(app: &TestApp) {
@@ -209,46 +249,25 @@ async fn a_slow_body_is_408_and_nothing_is_stored(pool: PgPool) {
 #[sqlx::test(migrations = "./migrations")]
 async fn idle_keepalive_connections_make_room_at_the_cap(pool: PgPool) {
     let app = spawn_app_with(pool, &[("HTTP_MAX_CONNECTIONS", "4")]).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = watch_connections(app.metrics.clone(), stop.clone());
+    let peak = PeakWatch::start(&app);
     // Four clients each ask once and keep their connection open, idle.
     let mut idle = Vec::new();
     for _ in 0..4 {
-        let mut s = TcpStream::connect(addr(&app)).await.expect("connect");
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("write");
-        assert_eq!(read_status(&mut s).await, Some(200));
-        idle.push(s);
+        idle.push(served_connection(&app).await);
         // Distinct idle-since milliseconds, so "longest idle" is well defined.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // A fifth client is served at once: the longest-idle connection is closed to make room.
-    let client = reqwest::Client::new();
-    let started = Instant::now();
-    let res = client
-        .get(format!("{}/healthz", app.base))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .expect("served");
-    assert_eq!(res.status(), 200);
-    eprintln!(
-        "limits: 4 idle connections at a cap of 4; a new client served in {:.1?}",
-        started.elapsed()
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(800),
-        "took {:?}",
-        started.elapsed()
-    );
+    let (status, waited) = new_client_healthz(&app, Duration::from_secs(5)).await;
+    assert_eq!(status, 200);
+    eprintln!("limits: 4 idle connections at a cap of 4; a new client served in {waited:.1?}");
+    assert!(waited < Duration::from_millis(800), "took {waited:?}");
     assert!(
         closes_within(&mut idle[0], Duration::from_secs(1)).await,
         "the longest-idle connection was closed"
     );
     assert!(closed(&app.metrics, "reclaimed") >= 1);
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.await.expect("task");
+    let peak = peak.peak().await;
     assert!(peak <= 4, "at most 4 connections open at once, saw {peak}");
 }
 
@@ -256,8 +275,7 @@ async fn idle_keepalive_connections_make_room_at_the_cap(pool: PgPool) {
 async fn silent_connections_at_the_cap_make_room_oldest_first(pool: PgPool) {
     // The default header timeout (10 s): every close seen here is an eviction.
     let app = spawn_app_with(pool, &[("HTTP_MAX_CONNECTIONS", "4")]).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = watch_connections(app.metrics.clone(), stop.clone());
+    let peak = PeakWatch::start(&app);
     // The test client keeps one connection, used and idle: one of the four slots.
     assert_eq!(app.get_sku("NONE").await.status(), 404);
     // Eight clients connect and say nothing: each one beyond the cap pushes out the oldest.
@@ -269,16 +287,9 @@ async fn silent_connections_at_the_cap_make_room_oldest_first(pool: PgPool) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(app.metrics.http_connections.get(), 4, "the cap holds");
     // A real client is served at once: the oldest silent connection makes room.
-    let started = Instant::now();
-    let res = reqwest::Client::new()
-        .get(format!("{}/healthz", app.base))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("served");
-    let waited = started.elapsed();
+    let (status, waited) = new_client_healthz(&app, Duration::from_secs(10)).await;
     eprintln!("limits: 8 silent connections at a cap of 4; a new client served after {waited:.2?}");
-    assert_eq!(res.status(), 200);
+    assert_eq!(status, 200);
     assert!(
         waited < Duration::from_secs(2),
         "waited {waited:?}: the header timeout is 10 s"
@@ -303,8 +314,7 @@ async fn silent_connections_at_the_cap_make_room_oldest_first(pool: PgPool) {
         "the used connection was kept"
     );
     assert_eq!(app.get_sku("NONE").await.status(), 404);
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.await.expect("task");
+    let peak = peak.peak().await;
     assert!(peak <= 4, "at most 4 connections open at once, saw {peak}");
 }
 
@@ -376,17 +386,11 @@ async fn a_huge_body_is_413_and_the_answer_reaches_the_client(pool: PgPool) {
 async fn silent_connections_at_the_cap_never_push_out_used_ones(pool: PgPool) {
     // The default header timeout (10 s): nothing here is cut off by it.
     let app = spawn_app_with(pool, &[("HTTP_MAX_CONNECTIONS", "8")]).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = watch_connections(app.metrics.clone(), stop.clone());
+    let peak = PeakWatch::start(&app);
     // Two clients (like the edge's pooled connections) ask once and keep their connections.
     let mut used = Vec::new();
     for _ in 0..2 {
-        let mut s = TcpStream::connect(addr(&app)).await.expect("connect");
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("write");
-        assert_eq!(read_status(&mut s).await, Some(200));
-        used.push(s);
+        used.push(served_connection(&app).await);
     }
     // A flood from one peer: 64 connections that send nothing, or one byte of a head.
     let mut flood = Vec::new();
@@ -411,15 +415,8 @@ async fn silent_connections_at_the_cap_never_push_out_used_ones(pool: PgPool) {
         );
     }
     // ...and a new client is served at once: the oldest silent connection makes room.
-    let started = Instant::now();
-    let res = reqwest::Client::new()
-        .get(format!("{}/healthz", app.base))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .expect("served");
-    assert_eq!(res.status(), 200);
-    let waited = started.elapsed();
+    let (status, waited) = new_client_healthz(&app, Duration::from_secs(5)).await;
+    assert_eq!(status, 200);
     eprintln!(
         "limits: 2 used + 64 silent connections at a cap of 8; a new client served in {waited:.1?}"
     );
@@ -433,8 +430,7 @@ async fn silent_connections_at_the_cap_never_push_out_used_ones(pool: PgPool) {
     );
     assert!(closed(&app.metrics, "evicted") >= 57, "silent ones evicted");
     assert_eq!(closed(&app.metrics, "reclaimed"), 0, "no used one closed");
-    stop.store(true, Ordering::Relaxed);
-    let peak = peak.await.expect("task");
+    let peak = peak.peak().await;
     assert!(peak <= 8, "at most 8 connections open at once, saw {peak}");
 }
 

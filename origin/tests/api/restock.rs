@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::Response;
 use sqlx::PgPool;
 
-use crate::helpers::{TestApp, assert_problem, spawn_app_with};
+use crate::helpers::{TestApp, assert_problem, metric, spawn_app_with};
 use crate::redis_nodes::RedisNodes;
 
 /// How long a process trusts what it learned about a SKU, plus a margin.
@@ -23,15 +23,6 @@ async fn two_origins(pool: &PgPool, nodes: &RedisNodes) -> (TestApp, TestApp) {
         spawn_app_with(pool.clone(), &env).await,
         spawn_app_with(pool.clone(), &env).await,
     )
-}
-
-/// Reads a metric's value from the text exposition.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// Asserts a 201 and returns its body.
@@ -124,11 +115,7 @@ async fn a_late_sold_out_mark_of_the_previous_sale_does_not_close_the_restocked_
     // The previous sale's batch writes its sold-out mark only now, after the restock cleared it,
     // on every node (the key the origin used for it).
     for url in nodes.urls() {
-        let client = redis::Client::open(url.as_str()).expect("client");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
+        let mut conn = crate::probes::redis_connection(&url).await;
         let () = redis::cmd("SET")
             .arg(format!("test:{db}:soldout:LATE"))
             .arg("1")

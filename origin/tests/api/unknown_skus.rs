@@ -4,33 +4,11 @@
 
 use sqlx::PgPool;
 
-use crate::helpers::{assert_problem, spawn_app_with};
+use crate::helpers::{assert_problem, metric, spawn_app_with};
 use crate::redis_nodes::RedisNodes;
 
-/// Reads a metric's value from the text exposition.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 async fn dbsizes(nodes: &RedisNodes) -> Vec<i64> {
-    let mut sizes = Vec::new();
-    for url in nodes.urls() {
-        let client = redis::Client::open(url.as_str()).expect("client");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
-        let size: i64 = redis::cmd("DBSIZE")
-            .query_async(&mut conn)
-            .await
-            .expect("DBSIZE");
-        sizes.push(size);
-    }
-    sizes
+    crate::probes::dbsizes(&nodes.urls()).await
 }
 
 #[sqlx::test(migrations = "./migrations")]

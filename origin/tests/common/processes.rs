@@ -91,6 +91,15 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// A client keeping up to `idle` connections per host alive, each request bounded by `timeout`.
+pub(crate) fn http_client(idle: usize, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(idle)
+        .timeout(timeout)
+        .build()
+        .expect("client")
+}
+
 /// A running `origin` process.
 #[derive(Debug)]
 pub(crate) struct OriginProcess {
@@ -109,6 +118,23 @@ impl OriginProcess {
         wait: bool,
     ) -> Self {
         Self::start_with_output(database_url, redis_urls, prefix, extra, wait, None).await
+    }
+
+    /// Starts the binary on the (migrated) database behind a `#[sqlx::test]` pool, with the
+    /// Redis key prefix `test:<database>`, no migrations, no reconciliation and the `extra`
+    /// settings after those; waits for `/readyz`.
+    pub(crate) async fn start_on(
+        pool: &sqlx::PgPool,
+        redis_urls: &str,
+        extra: &[(&str, &str)],
+    ) -> Self {
+        let (db, url) = database_of(pool).await;
+        let mut env = vec![
+            ("RUN_MIGRATIONS", "false"),
+            ("RECONCILE_INTERVAL_SECS", "0"),
+        ];
+        env.extend_from_slice(extra);
+        Self::start(&url, redis_urls, &format!("test:{db}"), &env, true).await
     }
 
     /// Like [`OriginProcess::start`], with the process's stdout and stderr (its logs) appended
