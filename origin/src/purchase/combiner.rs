@@ -737,7 +737,7 @@ fn batch_error_label(e: &StoreError) -> &'static str {
 /// The answer to attempts whose batch failed for good: 503 when the database could not be had,
 /// a conflict did not settle or the lease was lost (retrying may help), 500 for a bug (logged by
 /// `audit_batch`).
-fn store_refusal(e: &StoreError) -> Refusal {
+pub(super) fn store_refusal(e: &StoreError) -> Refusal {
     match e {
         StoreError::Unavailable(_)
         | StoreError::Conflict
@@ -749,7 +749,7 @@ fn store_refusal(e: &StoreError) -> Refusal {
 
 /// The answer to attempts whose SKU lease could not be had by their deadline: a lock still
 /// contended is load (shed), anything else a lost dependency.
-fn lock_refusal(e: &RedlockError) -> Refusal {
+pub(super) fn lock_refusal(e: &RedlockError) -> Refusal {
     if matches!(e, RedlockError::Contended) {
         Refusal::Overloaded
     } else {
