@@ -25,15 +25,16 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shared::{ErrorCode, Problem, Sku};
+use shared::Sku;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::answer::{Answer, Refusal};
 use super::knowledge::{Sale, SaleKnowledge};
 use crate::metrics::Metrics;
 use crate::settings::PurchaseSettings;
-use crate::store::{self, Attempt, BatchMode, Decision, StoreError};
+use crate::store::{self, Attempt, BatchMode, StoreError};
 use redlock::{Lease, Pause, Redlock, RedlockError, RetryPolicy};
 
 /// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
@@ -78,26 +79,13 @@ pub struct BatchRef {
     pub fence: u64,
 }
 
-/// What a waiter gets back.
-#[derive(Debug)]
-pub enum JobResult {
-    /// Decided (fresh, replay or key reuse) by a committed batch.
-    Decided(Decision, BatchRef),
-    /// Answered from this process's knowledge that the SKU is sold out, without lock or
-    /// transaction.
-    SoldOutFastPath(String),
-    /// A dependency could not be had, or the deadline passed: 503, nothing stored.
-    Unavailable { shed: bool },
-    /// A bug; logged.
-    Failed,
-}
-
 /// A queued purchase attempt.
 #[derive(Debug)]
 pub struct Job {
     pub attempt: Attempt,
     pub deadline: Instant,
-    pub reply: oneshot::Sender<JobResult>,
+    /// Where its [`Answer`] goes: the waiting request.
+    pub reply: oneshot::Sender<Answer>,
 }
 
 /// Everything a combiner needs; shared by all combiners of the process.
@@ -121,18 +109,19 @@ impl Context {
         format!("sku:{sku}")
     }
 
-    fn reply(&self, job: Job, result: JobResult) {
+    fn reply(&self, job: Job, answer: Answer) {
         self.metrics.queue_depth.dec();
-        if let JobResult::Unavailable { shed: true } = result {
+        if answer == Answer::Refused(Refusal::Overloaded) {
             self.metrics.shed.inc();
         }
         // The waiter may have gone (client disconnected); nothing to do then.
-        let _ = job.reply.send(result);
+        let _ = job.reply.send(answer);
     }
 
-    fn reply_all(&self, jobs: impl IntoIterator<Item = Job>, result: impl Fn() -> JobResult) {
+    /// Answers every job with the same refusal.
+    fn refuse_all(&self, jobs: impl IntoIterator<Item = Job>, refusal: Refusal) {
         for job in jobs {
-            self.reply(job, result());
+            self.reply(job, refusal.into());
         }
     }
 
@@ -419,9 +408,8 @@ impl Worker {
                 }
                 Err(e) => {
                     log_lock_failure(&self.sku, &e);
-                    let shed = matches!(e, RedlockError::Contended);
                     let jobs: Vec<Job> = self.pending.drain(..).collect();
-                    self.ctx.reply_all(jobs, || JobResult::Unavailable { shed });
+                    self.ctx.refuse_all(jobs, lock_refusal(&e));
                     continue;
                 }
             };
@@ -532,7 +520,7 @@ impl Worker {
                     self.unknown_sku = result.remaining.is_none();
                     let decisions = std::mem::take(&mut result.decisions);
                     for (job, decision) in batch.into_iter().zip(decisions) {
-                        self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
+                        self.ctx.reply(job, Answer::decided(decision, batch_ref));
                     }
                     // After the answers: a sell-out loads the buyers.
                     self.ctx
@@ -553,13 +541,8 @@ impl Worker {
                     }
                     return BatchStep::LeaseGone;
                 }
-                Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
-                    self.ctx
-                        .reply_all(batch, || JobResult::Unavailable { shed: false });
-                    return BatchStep::Done { sold_out: false };
-                }
-                Err(StoreError::Unexpected(_) | StoreError::SkuExists(_)) => {
-                    self.ctx.reply_all(batch, || JobResult::Failed);
+                Err(e) => {
+                    self.ctx.refuse_all(batch, store_refusal(&e));
                     return BatchStep::Done { sold_out: false };
                 }
             }
@@ -576,7 +559,7 @@ impl Worker {
         match self.ctx.decide_unknown(&self.sku, &attempts).await {
             Ok(Some((result, batch_ref))) => {
                 for (job, decision) in batch.into_iter().zip(result.decisions) {
-                    self.ctx.reply(job, JobResult::Decided(decision, batch_ref));
+                    self.ctx.reply(job, Answer::decided(decision, batch_ref));
                 }
                 true
             }
@@ -586,13 +569,8 @@ impl Worker {
                 }
                 false
             }
-            Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
-                self.ctx
-                    .reply_all(batch, || JobResult::Unavailable { shed: false });
-                true
-            }
-            Err(_) => {
-                self.ctx.reply_all(batch, || JobResult::Failed);
+            Err(e) => {
+                self.ctx.refuse_all(batch, store_refusal(&e));
                 true
             }
         }
@@ -613,8 +591,7 @@ impl Worker {
             .drain(..)
             .partition(|j| j.deadline > now && !j.reply.is_closed());
         self.pending = live;
-        self.ctx
-            .reply_all(dead, || JobResult::Unavailable { shed: true });
+        self.ctx.refuse_all(dead, Refusal::Overloaded);
     }
 
     /// Consults what the process knows of the SKU (`fresh`: reads the database even if it
@@ -636,8 +613,7 @@ impl Worker {
             Err(e) => {
                 tracing::warn!(sku = %self.sku, error = %e, "could not read the sku");
                 let jobs: Vec<Job> = self.pending.drain(..).collect();
-                self.ctx
-                    .reply_all(jobs, || JobResult::Unavailable { shed: false });
+                self.ctx.refuse_all(jobs, Refusal::Unavailable);
                 return Next::Answered;
             }
         };
@@ -648,8 +624,7 @@ impl Worker {
         self.pending = keep;
         for job in answer {
             self.ctx.metrics.sold_out_fast_path.inc();
-            self.ctx
-                .reply(job, JobResult::SoldOutFastPath(sold_out_body(&self.sku)));
+            self.ctx.reply(job, Answer::sold_out_known(&self.sku));
         }
         if self.pending.is_empty() {
             Next::Answered
@@ -755,20 +730,38 @@ fn batch_error_label(e: &StoreError) -> &'static str {
     }
 }
 
-/// The body of a sold-out answer given without a transaction.
-pub fn sold_out_body(sku: &Sku) -> String {
-    Problem::new(ErrorCode::SoldOut, format!("{sku} is sold out")).to_json()
+/// The answer to attempts whose batch failed for good: 503 when the database could not be had,
+/// a conflict did not settle or the lease was lost (retrying may help), 500 for a bug (logged by
+/// `audit_batch`).
+pub(super) fn store_refusal(e: &StoreError) -> Refusal {
+    match e {
+        StoreError::Unavailable(_)
+        | StoreError::Conflict
+        | StoreError::StaleFence { .. }
+        | StoreError::LeaseExpired => Refusal::Unavailable,
+        StoreError::Unexpected(_) | StoreError::SkuExists(_) => Refusal::Internal,
+    }
+}
+
+/// The answer to attempts whose SKU lease could not be had by their deadline: a lock still
+/// contended is load (shed), anything else a lost dependency.
+pub(super) fn lock_refusal(e: &RedlockError) -> Refusal {
+    if matches!(e, RedlockError::Contended) {
+        Refusal::Overloaded
+    } else {
+        Refusal::Unavailable
+    }
 }
 
 /// The baseline without single-flight: one lock acquisition and one transaction per attempt.
-pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) -> JobResult {
+pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) -> Answer {
     let sku = attempt.request.sku.clone();
     match ctx.knowledge.check(&sku, &ctx.pool).await {
         Ok(Sale::SoldOut { buyers, .. })
             if SaleKnowledge::answers(&buyers, &attempt.user, &attempt.key) =>
         {
             ctx.metrics.sold_out_fast_path.inc();
-            return JobResult::SoldOutFastPath(sold_out_body(&sku));
+            return Answer::sold_out_known(&sku);
         }
         Ok(Sale::Unknown) => {
             match ctx
@@ -780,19 +773,16 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
                         .decisions
                         .into_iter()
                         .next()
-                        .map_or(JobResult::Failed, |d| JobResult::Decided(d, batch));
+                        .map_or(Refusal::Internal.into(), |d| Answer::decided(d, batch));
                 }
                 Ok(None) => {} // created meanwhile: under the lease
-                Err(StoreError::Unavailable(_) | StoreError::Conflict) => {
-                    return JobResult::Unavailable { shed: false };
-                }
-                Err(_) => return JobResult::Failed,
+                Err(e) => return store_refusal(&e).into(),
             }
         }
         Ok(_) => {}
         Err(e) => {
             tracing::warn!(sku = %sku, error = %e, "could not read the sku");
-            return JobResult::Unavailable { shed: false };
+            return Refusal::Unavailable.into();
         }
     }
     let attempts = [attempt];
@@ -805,9 +795,7 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
             Ok(lease) => lease,
             Err(e) => {
                 log_lock_failure(&sku, &e);
-                return JobResult::Unavailable {
-                    shed: matches!(e, RedlockError::Contended),
-                };
+                return lock_refusal(&e).into();
             }
         };
         let batch = BatchRef {
@@ -826,15 +814,14 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
                     .decisions
                     .into_iter()
                     .next()
-                    .map_or(JobResult::Failed, |d| JobResult::Decided(d, batch));
+                    .map_or(Refusal::Internal.into(), |d| Answer::decided(d, batch));
             }
             Err(
                 StoreError::Conflict | StoreError::StaleFence { .. } | StoreError::LeaseExpired,
             ) if conflicts < MAX_CONFLICT_RETRIES && Instant::now() < deadline => {
                 conflicts += 1;
             }
-            Err(StoreError::Unexpected(_)) => return JobResult::Failed,
-            Err(_) => return JobResult::Unavailable { shed: false },
+            Err(e) => return store_refusal(&e).into(),
         }
     }
 }

@@ -6,8 +6,9 @@
 //!    out ([`knowledge`]), and queues the attempt on its SKU's combiner ([`combiner`]);
 //! 3. the combiner takes the SKU's Redlock lease and decides a batch of attempts in one
 //!    transaction (`store::decide_batch`) — without the lease when the SKU does not exist;
-//! 4. the answer comes back here and becomes the HTTP response.
+//! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
+mod answer;
 pub mod combiner;
 pub mod inflight;
 pub mod knowledge;
@@ -15,37 +16,15 @@ pub mod knowledge;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shared::ErrorCode;
 use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
-use crate::problem::ApiError;
-use crate::store::{Attempt, Decision, StoredAnswer};
+use crate::store::Attempt;
+pub use answer::{Answer, Refusal};
 pub use combiner::BatchRef;
-use combiner::{Combiners, Job, JobResult};
+use combiner::{Combiners, Job};
 use inflight::{Busy, InFlight};
 use knowledge::SaleKnowledge;
-
-/// The answer to a purchase attempt, ready to be sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PurchaseAnswer {
-    pub status: u16,
-    /// JSON, byte for byte as stored.
-    pub body: String,
-    /// Whether this replays a stored answer (`Idempotent-Replayed: true`).
-    pub replayed: bool,
-    /// What decided it, for the audit log.
-    pub decided_by: DecidedBy,
-}
-
-/// What decided a purchase attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecidedBy {
-    /// A committed batch transaction.
-    Batch(BatchRef),
-    /// The process's knowledge that the SKU is sold out: no lock, no transaction.
-    SoldOutFastPath,
-}
 
 /// Decides purchase attempts. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -82,97 +61,40 @@ impl PurchaseService {
     }
 
     /// Decides one attempt.
-    pub async fn submit(&self, attempt: Attempt) -> Result<PurchaseAnswer, ApiError> {
+    pub async fn submit(&self, attempt: Attempt) -> Answer {
         let _guard = match self
             .inflight
             .begin(&attempt.user, &attempt.key, &attempt.request)
         {
             Ok(guard) => guard,
-            Err(Busy::SameRequest) => {
-                return Err(ApiError::new(
-                    ErrorCode::IdempotencyInFlight,
-                    "a request with this Idempotency-Key is still being processed; retry shortly",
-                ));
-            }
-            Err(Busy::OtherRequest) => return Err(key_reused()),
+            Err(Busy::SameRequest) => return Refusal::InFlight.into(),
+            Err(Busy::OtherRequest) => return Refusal::KeyReused.into(),
         };
         let ctx = self.combiners.context();
         // Fast path: fresh knowledge that the SKU is sold out; no lock, no database.
         if let Some(buyers) = ctx.knowledge.cached(&attempt.request.sku) {
             if SaleKnowledge::answers(&buyers, &attempt.user, &attempt.key) {
                 self.metrics().sold_out_fast_path.inc();
-                return Ok(PurchaseAnswer {
-                    status: 409,
-                    body: combiner::sold_out_body(&attempt.request.sku),
-                    replayed: false,
-                    decided_by: DecidedBy::SoldOutFastPath,
-                });
+                return Answer::sold_out_known(&attempt.request.sku);
             }
         }
         let deadline = Instant::now() + ctx.settings.request_deadline;
-        let result = if ctx.settings.single_flight {
-            let (reply, answer) = oneshot::channel();
-            if let Err(_full) = self.combiners.submit(Job {
-                attempt,
-                deadline,
-                reply,
-            }) {
-                self.metrics().shed.inc();
-                return Err(overloaded());
-            }
-            // The combiner always answers (it sheds what passes its deadline); a dropped sender
-            // means the combiner is gone, which is a 503 like any lost dependency.
-            answer
-                .await
-                .unwrap_or(JobResult::Unavailable { shed: false })
-        } else {
-            combiner::decide_alone(ctx, attempt, deadline).await
-        };
-        match result {
-            JobResult::Decided(Decision::Fresh { answer, .. }, batch) => {
-                Ok(sent(answer, false, batch))
-            }
-            JobResult::Decided(Decision::Replay(answer), batch) => Ok(sent(answer, true, batch)),
-            JobResult::Decided(Decision::KeyReused, _) => Err(key_reused()),
-            JobResult::Decided(Decision::KeySpent, _) => Err(ApiError::new(
-                ErrorCode::IdempotencyKeyReused,
-                "this Idempotency-Key already bought an order whose stored answer has expired; use a new key for a new purchase",
-            )),
-            JobResult::SoldOutFastPath(body) => Ok(PurchaseAnswer {
-                status: 409,
-                body,
-                replayed: false,
-                decided_by: DecidedBy::SoldOutFastPath,
-            }),
-            JobResult::Unavailable { shed: true } => Err(overloaded()),
-            JobResult::Unavailable { shed: false } => Err(ApiError::new(
-                ErrorCode::Unavailable,
-                "the purchase could not be decided now (database or lock quorum unavailable); retry with the same Idempotency-Key",
-            )),
-            JobResult::Failed => Err(ApiError::new(ErrorCode::Internal, "internal error")),
+        if !ctx.settings.single_flight {
+            return combiner::decide_alone(ctx, attempt, deadline).await;
         }
+        let (reply, answer) = oneshot::channel();
+        if let Err(_full) = self.combiners.submit(Job {
+            attempt,
+            deadline,
+            reply,
+        }) {
+            self.metrics().shed.inc();
+            return Refusal::Overloaded.into();
+        }
+        // The combiner always answers (it sheds what passes its deadline); a dropped sender
+        // means the combiner is gone, which is a 503 like any lost dependency.
+        answer
+            .await
+            .unwrap_or(Answer::Refused(Refusal::Unavailable))
     }
-}
-
-fn sent(answer: StoredAnswer, replayed: bool, batch: BatchRef) -> PurchaseAnswer {
-    PurchaseAnswer {
-        status: answer.status,
-        body: answer.body,
-        replayed,
-        decided_by: DecidedBy::Batch(batch),
-    }
-}
-
-fn key_reused() -> ApiError {
-    ApiError::new(
-        ErrorCode::IdempotencyKeyReused,
-        "this Idempotency-Key was used with a different request",
-    )
-}
-
-fn overloaded() -> ApiError {
-    ApiError::new(
-        ErrorCode::Unavailable,
-        "too many purchases queued for this sku; retry with the same Idempotency-Key",
-    )
 }

@@ -12,7 +12,7 @@ use shared::{ErrorCode, IdempotencyKey, PurchaseRequest};
 
 use super::AppState;
 use crate::problem::{ApiError, problem_response};
-use crate::purchase::DecidedBy;
+use crate::purchase::Answer;
 use crate::store::Attempt;
 use crate::{auth, body};
 
@@ -88,52 +88,47 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         app.pseudonyms.user(user.as_str()),
         app.pseudonyms.key(user.as_str(), key.as_str()),
     );
-    let answer = match app.purchases.submit(Attempt { user, key, request }).await {
-        Ok(answer) => answer,
-        Err(e) => {
+    let answer = app.purchases.submit(Attempt { user, key, request }).await;
+    let outcome = answer.outcome();
+    app.metrics.count_outcome(outcome);
+    let (stored, replayed, decided_by, batch) = match answer {
+        Answer::Refused(refusal) => {
+            let error = refusal.error();
             tracing::info!(
                 target: "flashgate::audit",
                 event = "purchase",
                 sku = %sku, user = %who, key = %key_ref,
-                outcome = e.code().as_str(), status = e.code().status(),
+                outcome, status = error.code().status(),
                 "purchase not decided"
             );
-            return Err(e);
+            return Ok(error.into_response());
         }
-    };
-
-    let outcome = if answer.replayed {
-        "replayed"
-    } else if answer.status == 201 {
-        "created"
-    } else {
-        serde_json::from_str::<shared::Problem>(&answer.body).map_or("unknown", |p| p.code.as_str())
-    };
-    app.metrics.count_outcome(outcome);
-    let (decided_by, batch_id, fence) = match answer.decided_by {
-        DecidedBy::Batch(b) => ("batch", Some(b.id), Some(b.fence)),
+        Answer::Fresh { answer, batch, .. } => (answer, false, "batch", Some(batch)),
+        Answer::Replayed { answer, batch } => (answer, true, "batch", Some(batch)),
         // The label predates the in-process knowledge (it was a Redis mark); kept for log queries.
-        DecidedBy::SoldOutFastPath => ("sold_out_mark", None, None),
+        Answer::SoldOutKnown(answer) => (answer, false, "sold_out_mark", None),
     };
     tracing::info!(
         target: "flashgate::audit",
         event = "purchase",
         sku = %sku, user = %who, key = %key_ref,
-        outcome, status = answer.status,
-        decided_by, batch_id = batch_id.map(tracing::field::display), fence,
+        outcome, status = stored.status,
+        decided_by,
+        batch_id = batch.map(|b| tracing::field::display(b.id)),
+        fence = batch.map(|b| b.fence),
         "purchase decided"
     );
-    let mut res = if answer.status == 201 {
-        let mut res = (StatusCode::CREATED, answer.body).into_response();
+    let mut res = if stored.status == 201 {
+        let mut res = (StatusCode::CREATED, stored.body).into_response();
         res.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
         res
     } else {
-        problem_response(answer.status, answer.body)
+        problem_response(stored.status, stored.body)
     };
-    if answer.replayed {
+    if replayed {
         res.headers_mut()
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }

@@ -27,7 +27,25 @@ pub struct StoredAnswer {
     pub body: String,
 }
 
-/// How one attempt of a batch was decided.
+impl StoredAnswer {
+    /// A refusal: the problem+json of `code`, with `detail`.
+    fn refusal(code: ErrorCode, detail: String) -> Self {
+        let p = Problem::new(code, detail);
+        Self {
+            status: p.status,
+            body: p.to_json(),
+        }
+    }
+
+    /// `409 sold_out` for a SKU with no unit left — the one place this answer is built, whether a
+    /// batch stores it or the process answers it from its knowledge (`purchase::Answer`).
+    pub fn sold_out(sku: &Sku) -> Self {
+        Self::refusal(ErrorCode::SoldOut, format!("{sku} is sold out"))
+    }
+}
+
+/// How one attempt of a batch was decided: the store's typed outcome, carried unchanged to the
+/// purchase path's answer (`purchase::Answer::decided`), which the route writes and counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Decided by this batch; the answer is now stored with the key.
@@ -44,7 +62,7 @@ pub enum Decision {
     KeySpent,
 }
 
-/// What a fresh decision was.
+/// What a fresh decision was (the outcome metric's and the audit log's label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Created,
@@ -150,15 +168,9 @@ struct NewRecord {
     order_id: Option<Uuid>,
 }
 
+/// A fresh refusal: the answer to store, and its outcome.
 fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
-    let p = Problem::new(code, detail);
-    (
-        StoredAnswer {
-            status: p.status,
-            body: p.to_json(),
-        },
-        Outcome::Refused(code),
-    )
+    (StoredAnswer::refusal(code, detail), Outcome::Refused(code))
 }
 
 /// Decides `attempts` (all for `sku`) in arrival order in one transaction; see the module docs.
@@ -294,13 +306,15 @@ pub async fn decide_batch(
                 (a, o, None)
             }
             Some(_) if stock < i64::from(qty) => {
-                let detail = if stock == 0 {
-                    format!("{sku} is sold out")
+                let answer = if stock == 0 {
+                    StoredAnswer::sold_out(sku)
                 } else {
-                    format!("{sku} has {stock} units left; {qty} requested")
+                    StoredAnswer::refusal(
+                        ErrorCode::SoldOut,
+                        format!("{sku} has {stock} units left; {qty} requested"),
+                    )
                 };
-                let (a, o) = refusal(ErrorCode::SoldOut, detail);
-                (a, o, None)
+                (answer, Outcome::Refused(ErrorCode::SoldOut), None)
             }
             Some(row)
                 if bought.get(id.0.as_str()).copied().unwrap_or(0) + i64::from(qty)

@@ -382,6 +382,83 @@ async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) 
     assert_eq!(a.buy("late0", "k0", "GONE", 1).await.status(), 201);
 }
 
+/// `origin_purchases_total{outcome=…}` of one answer.
+fn outcome_count(text: &str, outcome: &str) -> f64 {
+    metric(
+        text,
+        &format!("origin_purchases_total{{outcome=\"{outcome}\"}}"),
+    )
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn every_answer_is_counted_under_the_code_it_carries_and_sold_out_reads_the_same_everywhere(
+    pool: PgPool,
+) {
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku("LBL", 2, 1).await;
+    assert_eq!(app.buy("alice", "a1", "LBL", 1).await.status(), 201);
+    let replay = app.buy("alice", "a1", "LBL", 1).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_problem(
+        app.buy("alice", "a1", "LBL", 2).await,
+        422,
+        "idempotency_key_reused",
+    )
+    .await;
+    assert_problem(
+        app.buy("alice", "a2", "LBL", 1).await,
+        409,
+        "purchase_limit",
+    )
+    .await;
+    assert_problem(
+        app.buy("nobody", "n1", "NOSUCH", 1).await,
+        404,
+        "unknown_sku",
+    )
+    .await;
+    // Another process sells the last unit and stores a sold-out refusal after it; this process
+    // still believes the sale is open.
+    let sku = Sku::parse("LBL").expect("sku");
+    let res = store::decide_batch(
+        &pool,
+        &sku,
+        &[
+            attempt("bob", "b1", "LBL", 1),
+            attempt("carol", "c1", "LBL", 1),
+        ],
+        None,
+        None,
+        BatchMode::Sell,
+    )
+    .await
+    .expect("batch commits");
+    let Decision::Fresh { answer: stored, .. } = &res.decisions[1] else {
+        panic!("{:?}", res.decisions)
+    };
+    assert_eq!(stored.status, 409);
+    // Dave's attempt is refused by a batch (or from a read of the SKU), Erin's from what the
+    // process then knows: the shopper reads the same answer whichever decided it.
+    for (user, key) in [("dave", "d1"), ("erin", "e1")] {
+        let res = app.buy(user, key, "LBL", 1).await;
+        assert_eq!(res.status(), 409);
+        assert_eq!(res.text().await.expect("body"), stored.body, "{user}");
+    }
+
+    let text = app.metrics().await;
+    for (outcome, count) in [
+        ("created", 1.0),
+        ("replayed", 1.0),
+        ("idempotency_key_reused", 1.0),
+        ("purchase_limit", 1.0),
+        ("unknown_sku", 1.0),
+        ("sold_out", 2.0),
+        ("unknown", 0.0),
+    ] {
+        assert_eq!(outcome_count(&text, outcome), count, "{outcome}\n{text}");
+    }
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn a_lease_too_short_to_commit_commits_nothing_and_answers_503(pool: PgPool) {
     // Validity right after acquiring is at most ttl - drift (300 - 5 ms) < the 299 ms budget.
