@@ -8,7 +8,7 @@
 
 use shared::{ErrorCode, Sku};
 
-use super::combiner::BatchRef;
+use super::context::BatchRef;
 use crate::problem::ApiError;
 use crate::store::{Decision, Outcome, StoredAnswer};
 

@@ -9,7 +9,9 @@
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
 mod answer;
+pub mod baseline;
 pub mod combiner;
+pub mod context;
 pub mod inflight;
 pub mod knowledge;
 
@@ -21,8 +23,8 @@ use tokio::sync::oneshot;
 use crate::metrics::Metrics;
 use crate::store::Attempt;
 pub use answer::{Answer, Refusal};
-pub use combiner::BatchRef;
 use combiner::{Combiners, Job};
+pub use context::{BatchRef, Context};
 use inflight::{Busy, InFlight};
 use knowledge::SaleKnowledge;
 
@@ -34,7 +36,7 @@ pub struct PurchaseService {
 }
 
 impl PurchaseService {
-    pub fn new(ctx: combiner::Context) -> Self {
+    pub fn new(ctx: Context) -> Self {
         Self {
             combiners: Combiners::new(ctx),
             inflight: InFlight::default(),
@@ -80,7 +82,7 @@ impl PurchaseService {
         }
         let deadline = Instant::now() + ctx.settings.request_deadline;
         if !ctx.settings.single_flight {
-            return combiner::decide_alone(ctx, attempt, deadline).await;
+            return baseline::decide_alone(ctx, attempt, deadline).await;
         }
         let (reply, answer) = oneshot::channel();
         if let Err(_full) = self.combiners.submit(Job {
