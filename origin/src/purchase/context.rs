@@ -225,6 +225,24 @@ impl Context {
     }
 }
 
+/// One `flashgate::audit` batch event at `$level` (tracing needs the level as a constant, so
+/// each arm of [`audit_batch`] names its own) with the fields every batch event carries.
+macro_rules! batch_event {
+    ($level:ident, $sku:expr, $batch:expr, $size:expr, $tx_ms:expr, $result:expr, $($rest:tt)+) => {
+        tracing::$level!(
+            target: "flashgate::audit",
+            event = "batch",
+            result = $result,
+            sku = %$sku,
+            batch_id = %$batch.id,
+            fence = $batch.fence,
+            size = $size,
+            tx_ms = $tx_ms,
+            $($rest)+
+        )
+    };
+}
+
 /// The audit event of one batch transaction: committed or not, and why. Together with the
 /// per-attempt `purchase decided` events (same `batch_id`) and the Redlock lease events (same
 /// `fence`), an incident can be replayed from the logs.
@@ -237,54 +255,34 @@ fn audit_batch(
 ) {
     let tx_ms = seconds * 1000.0;
     match result {
-        Ok(res) => tracing::info!(
-            target: "flashgate::audit",
-            event = "batch",
-            result = "committed",
-            sku = %sku,
-            batch_id = %batch.id,
-            fence = batch.fence,
+        Ok(res) => batch_event!(
+            info,
+            sku,
+            batch,
             size,
+            tx_ms,
+            "committed",
             units_sold = res.units_sold,
             remaining = res.remaining,
-            tx_ms,
             "batch committed"
         ),
-        Err(e @ StoreError::Unexpected(_)) => tracing::error!(
-            target: "flashgate::audit",
-            event = "batch",
-            result = batch_error_label(e),
-            sku = %sku,
-            batch_id = %batch.id,
-            fence = batch.fence,
-            size,
-            tx_ms,
-            error = %e,
-            "batch failed"
+        Err(e @ StoreError::Unexpected(_)) => batch_event!(
+            error, sku, batch, size, tx_ms, batch_error_label(e),
+            error = %e, "batch failed"
         ),
         // Not a fault: a SKU believed unknown was created meanwhile; decided under its lease.
-        Err(e @ StoreError::SkuExists(_)) => tracing::info!(
-            target: "flashgate::audit",
-            event = "batch",
-            result = batch_error_label(e),
-            sku = %sku,
-            batch_id = %batch.id,
-            fence = batch.fence,
+        Err(e @ StoreError::SkuExists(_)) => batch_event!(
+            info,
+            sku,
+            batch,
             size,
             tx_ms,
+            batch_error_label(e),
             "batch not committed"
         ),
-        Err(e) => tracing::warn!(
-            target: "flashgate::audit",
-            event = "batch",
-            result = batch_error_label(e),
-            sku = %sku,
-            batch_id = %batch.id,
-            fence = batch.fence,
-            size,
-            tx_ms,
-            error = %e,
-            "batch not committed"
+        Err(e) => batch_event!(
+            warn, sku, batch, size, tx_ms, batch_error_label(e),
+            error = %e, "batch not committed"
         ),
     }
 }
