@@ -150,6 +150,10 @@ impl Metrics {
             refund_due: Counter::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
+        // Every reason's series exists from the start (dashboards and alerts name them).
+        for reason in ["expired", "cancelled", "refunded"] {
+            metrics.returns.get_or_create(&ReturnLabels { reason });
+        }
         let r = &mut registry;
         r.register(
             "origin_purchase_requests",
