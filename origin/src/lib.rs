@@ -9,10 +9,12 @@
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod hold_queue;
 #[cfg(test)]
 mod layout;
 pub mod metrics;
 pub mod openapi;
+pub mod orders;
 pub mod problem;
 pub mod pseudonym;
 pub mod purchase;
