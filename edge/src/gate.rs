@@ -60,16 +60,10 @@ impl RecordChange {
     }
 }
 
-/// Decides `begin`. `next_attempt` is a number never handed out before by this object.
-pub fn begin(
-    policy: &Policy,
-    snap: &Snapshot,
-    req: &BeginRequest,
-    now_ms: i64,
-    next_attempt: i64,
-) -> (BeginReply, Effects) {
-    let decision = policy.check(snap.tat_us, now_ms.saturating_mul(1_000));
-    let (rate, new_tat_us) = match decision {
+/// Decides one request of `policy`'s bucket whose stored TAT is `tat_us`: the outcome, and the
+/// TAT to store when it is admitted (nothing changes when it is limited).
+pub fn limit(policy: &Policy, tat_us: Option<i64>, now_ms: i64) -> (RateOutcome, Option<i64>) {
+    match policy.check(tat_us, now_ms.saturating_mul(1_000)) {
         Decision::Allowed {
             new_tat_us,
             remaining,
@@ -79,12 +73,38 @@ pub fn begin(
                 remaining,
                 reset_secs,
             },
-            new_tat_us,
+            Some(new_tat_us),
         ),
-        Decision::Limited { retry_after_secs } => {
+        Decision::Limited { retry_after_secs } => (RateOutcome::Limited { retry_after_secs }, None),
+    }
+}
+
+/// The change to the user's count of a SKU (`bought` units) when the origin confirmed the
+/// cancellation of an order of `qty` units; `already` when this order was returned before (a
+/// repeated cancel changes nothing). Never below 0: an order bought around the edge was never
+/// counted.
+pub fn returned_delta(bought: i64, qty: u32, already: bool) -> i64 {
+    if already {
+        0
+    } else {
+        -i64::from(qty).min(bought.max(0))
+    }
+}
+
+/// Decides `begin`. `next_attempt` is a number never handed out before by this object.
+pub fn begin(
+    policy: &Policy,
+    snap: &Snapshot,
+    req: &BeginRequest,
+    now_ms: i64,
+    next_attempt: i64,
+) -> (BeginReply, Effects) {
+    let (rate, new_tat_us) = match limit(policy, snap.tat_us, now_ms) {
+        (rate, Some(new_tat_us)) => (rate, new_tat_us),
+        (rate, None) => {
             return (
                 BeginReply {
-                    rate: RateOutcome::Limited { retry_after_secs },
+                    rate,
                     verdict: Verdict::Limited,
                 },
                 Effects::default(),
@@ -336,7 +356,7 @@ mod tests {
         r.facts = SkuFacts {
             stock_bound: Some(10),
             max_per_user: Some(2),
-            raised_ms: None,
+            ..SkuFacts::default()
         };
         let (reply, e) = begin(&policy(), &snap, &r, NOW, 1);
         let Verdict::Answered { status, body } = &reply.verdict else {
@@ -358,7 +378,7 @@ mod tests {
         sold.facts = SkuFacts {
             stock_bound: Some(0),
             max_per_user: Some(2),
-            raised_ms: None,
+            ..SkuFacts::default()
         };
         let mut fresh = Snapshot::default();
         let (reply, e) = begin(&policy(), &fresh, &sold, NOW, 3);
@@ -404,6 +424,67 @@ mod tests {
             NOW + 30_001,
         );
         assert!(fin.stored);
+    }
+
+    #[test]
+    fn the_order_bucket_is_a_plain_gcra() {
+        let order = Policy::new("order", 2, 10).expect("policy");
+        let (first, tat) = limit(&order, None, NOW);
+        assert!(matches!(first, RateOutcome::Allowed { remaining: 1, .. }));
+        let (second, tat) = limit(&order, tat, NOW);
+        assert!(matches!(second, RateOutcome::Allowed { remaining: 0, .. }));
+        let (third, none) = limit(&order, tat, NOW);
+        assert_eq!(
+            third,
+            RateOutcome::Limited {
+                retry_after_secs: 5
+            }
+        );
+        assert_eq!(none, None, "a limited request changes nothing");
+    }
+
+    #[test]
+    fn a_cancellation_gives_units_back_once() {
+        assert_eq!(returned_delta(3, 2, false), -2);
+        assert_eq!(returned_delta(3, 2, true), 0, "a repeated cancel");
+        assert_eq!(returned_delta(1, 2, false), -1, "never below zero");
+        assert_eq!(returned_delta(0, 2, false), 0, "bought around the edge");
+        // The cap pre-check then lets the user buy again.
+        let facts = SkuFacts {
+            stock_bound: Some(10),
+            max_per_user: Some(1),
+            ..SkuFacts::default()
+        };
+        assert_eq!(
+            shield::decide(&facts, 1, 1),
+            Shield::Answer(ErrorCode::PurchaseLimit)
+        );
+        assert_eq!(
+            shield::decide(&facts, 1 + returned_delta(1, 1, false), 1),
+            Shield::Pass
+        );
+    }
+
+    #[test]
+    fn a_held_201_is_stored_and_replayed_byte_for_byte() {
+        // A hold's 201 (`status`, `expires_at`, and whatever the origin adds later) is the
+        // origin's answer like any other: stored as received, replayed as stored.
+        let held = r#"{"order_id":"0192f1c2-7b3a-7c4d-9e8f-0123456789ab","sku":"A","qty":1,"user":"alice","remaining":0,"status":"held","expires_at":"2026-05-01T12:00:00.123Z"}"#;
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        apply(&mut snap, e);
+        let (fin, e) = finish(snap.record.as_ref(), &finish_req(1, 201, held), NOW + 1);
+        assert!(fin.stored);
+        apply(&mut snap, e);
+        assert_eq!(snap.bought, 1);
+        let (replay, _) = begin(&policy(), &snap, &req("f"), NOW + 2, 2);
+        assert_eq!(
+            replay.verdict,
+            Verdict::Replay {
+                status: 201,
+                body: held.into()
+            }
+        );
     }
 
     #[test]
