@@ -29,20 +29,24 @@ async function buy(token, sku, qty = 1) {
 }
 
 /**
- * Buys one unit of `sku` as new shoppers, one attempt every 100 ms, until a 201 or `deadlineMs`
- * passes; every other answer must be 409 sold_out. Returns { created, elapsedMs, attempts }.
+ * Buys one unit of `sku`, one attempt every 200 ms (as `token`'s shopper, else each time a new
+ * one), until a 201 or `deadlineMs` passes; every other answer must be a 409 with one of `codes`.
+ * Returns { created, elapsedMs, attempts, seen }.
  */
-async function buyWhenBack(sku, deadlineMs) {
+async function buyWhenBack(sku, deadlineMs, { token, codes = ["sold_out"] } = {}) {
   const start = Date.now();
   let attempts = 0;
+  const seen = new Set();
   while (Date.now() - start <= deadlineMs) {
     attempts += 1;
-    const r = await buy(tokenFor(user()), sku);
-    if (r.status === 201) return { created: r, elapsedMs: Date.now() - start, attempts };
-    assertProblem(r, 409, "sold_out", `attempt ${attempts}`);
-    await sleep(100);
+    const r = await buy(token ?? tokenFor(user()), sku);
+    if (r.status === 201) return { created: r, elapsedMs: Date.now() - start, attempts, seen };
+    assert.equal(r.status, 409, r.text);
+    assert.ok(codes.includes(r.json?.code), `attempt ${attempts}: ${r.text}`);
+    seen.add(r.json.code);
+    await sleep(200);
   }
-  return { created: null, elapsedMs: Date.now() - start, attempts };
+  return { created: null, elapsedMs: Date.now() - start, attempts, seen };
 }
 
 describe("a shopper's own orders through the edge", () => {
@@ -160,22 +164,27 @@ describe("units that come back reopen the edge's sold-out shield without a warmu
     assertProblem(await buy(tokenFor(user()), s), 409, "sold_out");
   });
 
-  test("a hold that expires (hold_secs: 1) reopens the shield too", async () => {
-    const s = await stack.freshSku({ stock: 1, holdSecs: 1, maxPerUser: 5 });
+  test("a hold that expires (hold_secs: 1) reopens the shield, and gives the shopper's allowance back at the edge too", async () => {
+    const s = await stack.freshSku({ stock: 1, holdSecs: 1, maxPerUser: 1 });
+    const w = await stack.warmup([s]); // the edge knows the cap (and, then, that it is sold out)
+    assert.equal(w.status, 200, w.text);
     const alice = tokenFor(user());
     const held = await buy(alice, s);
     assert.equal(held.status, 201, held.text);
     assert.equal(held.json.status, "held");
     const before = await stack.originPurchaseCalls();
     assertProblem(await buy(tokenFor(user()), s), 409, "sold_out");
+    assertProblem(await buy(alice, s), 409, "sold_out");
     assert.equal(await stack.originPurchaseCalls(), before, "answered by the edge's shield");
 
-    // The hold expires at 1 s, its unit is back within 2 s of that (origin contract), and the
-    // edge learns it within SKU_CACHE_TTL_SECS.
+    // The hold expires at 1 s and its unit is back within 2 s of that (origin contract); the
+    // edge learns it within SKU_CACHE_TTL_SECS — both that the SKU has stock again and that
+    // alice, at max_per_user 1 with the held unit, may buy again.
     const budgetMs = 1000 + 2000 + TTL_SECS * 1000 + 1000;
-    const back = await buyWhenBack(s, budgetMs);
-    assert.ok(back.created, `not bought back within ${back.elapsedMs} ms (${back.attempts} attempts)\n${stack.logs()}`);
+    const back = await buyWhenBack(s, budgetMs, { token: alice, codes: ["sold_out", "purchase_limit"] });
+    assert.ok(back.created, `not bought back within ${back.elapsedMs} ms (${back.attempts} attempts, saw ${[...back.seen]})\n${stack.logs()}`);
     assert.equal((await stack.order(held.json.order_id, { token: alice })).json?.status, "expired");
+    assertProblem(await buy(tokenFor(user()), s), 409, "sold_out");
   });
 
   test("a shopper at max_per_user who cancels may buy again through the edge", async () => {

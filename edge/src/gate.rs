@@ -6,6 +6,14 @@
 //! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
 //! limit), and finally the key is claimed for a new attempt.
 //!
+//! The per-user cap pre-check counts the units the user bought through this object, but only while
+//! the origin confirmed that count less than `SKU_CACHE_TTL_SECS` ago (a 201 or a
+//! `purchase_limit` it decided, see [`counted_units`]): units also come back without the edge
+//! seeing it (an expired hold, a refund, a cancellation by the shop), and the origin then gives
+//! the user's allowance back. A count that old lets the request through to the origin, which
+//! decides (at most one origin call per user, SKU and period while the user stays at the cap).
+//! A cancellation through the edge takes its units off at once ([`returned_delta`]).
+//!
 //! Only the origin's decisions are stored with a key. A shield answer is the edge's guess from
 //! cached facts, which can be stale (a restock the data center has not seen yet): it leaves the
 //! key as it was (no record), so the same key retried is checked again and reaches the origin once
@@ -27,6 +35,8 @@ pub struct Snapshot {
     pub record: Option<Record>,
     /// Units of the request's SKU this user bought through the edge.
     pub bought: i64,
+    /// When the origin last confirmed `bought` (unix ms): a 201 or a `purchase_limit` it decided.
+    pub counted_ms: Option<i64>,
 }
 
 /// Writes to apply after a call.
@@ -36,6 +46,8 @@ pub struct Effects {
     pub record: RecordChange,
     /// Units to add to the user's count for the SKU.
     pub bought_delta: i64,
+    /// The origin confirmed the user's count for the SKU now (store `counted_ms`).
+    pub count_confirmed: bool,
 }
 
 /// What happens to the key's record.
@@ -91,6 +103,15 @@ pub fn returned_delta(bought: i64, qty: u32, already: bool) -> i64 {
     }
 }
 
+/// The units the cap pre-check counts at `now_ms`: the user's count while the origin confirmed
+/// it less than `ttl_ms` ago, else none (units may have come back since; the origin decides).
+pub fn counted_units(snap: &Snapshot, now_ms: i64, ttl_ms: i64) -> i64 {
+    let fresh = snap
+        .counted_ms
+        .is_some_and(|at| now_ms.saturating_sub(at) < ttl_ms);
+    if fresh { snap.bought } else { 0 }
+}
+
 /// Decides `begin`. `next_attempt` is a number never handed out before by this object.
 pub fn begin(
     policy: &Policy,
@@ -124,7 +145,11 @@ pub fn begin(
         Lookup::Replay { status, body } => Verdict::Replay { status, body },
         Lookup::InFlight => Verdict::InFlight,
         Lookup::Reused => Verdict::Reused,
-        Lookup::Proceed => match shield::decide(&req.facts, snap.bought, req.qty) {
+        Lookup::Proceed => match shield::decide(
+            &req.facts,
+            counted_units(snap, now_ms, req.count_ttl_ms),
+            req.qty,
+        ) {
             Shield::Answer(code) => {
                 let body = Problem::new(code, shield::detail(code)).to_json();
                 Verdict::Answered {
@@ -172,12 +197,16 @@ pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (Fin
             } else {
                 0
             };
+            let count_confirmed = req.status == 201
+                || crate::reply::problem_code(req.body.as_bytes())
+                    == Some(shared::ErrorCode::PurchaseLimit);
             (
                 FinishReply { stored: true },
                 Effects {
                     new_tat_us: None,
                     record: RecordChange::Put(done),
                     bought_delta,
+                    count_confirmed,
                 },
             )
         }
@@ -230,6 +259,7 @@ mod tests {
                 window_secs: 10,
             },
             in_flight_timeout_ms: 30_000,
+            count_ttl_ms: 5_000,
         }
     }
 
@@ -243,6 +273,9 @@ mod tests {
             RecordChange::Delete => snap.record = None,
         }
         snap.bought += e.bought_delta;
+        if e.count_confirmed {
+            snap.counted_ms = Some(NOW);
+        }
     }
 
     fn finish_req(attempt: i64, status: u16, body: &str) -> FinishRequest {
@@ -350,6 +383,7 @@ mod tests {
     fn shields_answer_after_the_idempotency_lookup_and_store_nothing() {
         let mut snap = Snapshot {
             bought: 2,
+            counted_ms: Some(NOW - 1),
             ..Snapshot::default()
         };
         let mut r = req("f");
@@ -463,6 +497,60 @@ mod tests {
             shield::decide(&facts, 1 + returned_delta(1, 1, false), 1),
             Shield::Pass
         );
+    }
+
+    #[test]
+    fn the_cap_counts_units_only_while_the_origin_confirmed_them_recently() {
+        let capped = |mut r: BeginRequest| {
+            r.facts = SkuFacts {
+                max_per_user: Some(1),
+                ..SkuFacts::default()
+            };
+            r
+        };
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &capped(req("f")), NOW, 1);
+        apply(&mut snap, e);
+        let (_, e) = finish(snap.record.as_ref(), &finish_req(1, 201, "{}"), NOW);
+        assert!(e.count_confirmed);
+        apply(&mut snap, e);
+        assert_eq!((snap.bought, snap.counted_ms), (1, Some(NOW)));
+        let mut next = capped(req("g"));
+        next.key = "k2".into();
+        // The rows the object reads for the new key: no record yet.
+        let mut snap = Snapshot {
+            record: None,
+            ..snap
+        };
+        // Within the TTL: the edge answers the cap.
+        let (r, _) = begin(&policy(), &snap, &next, NOW + 4_999, 2);
+        assert!(matches!(r.verdict, Verdict::Answered { status: 409, .. }));
+        // Past it: the hold may have expired and the allowance come back: the origin decides.
+        let (r, e) = begin(&policy(), &snap, &next, NOW + 5_000, 3);
+        assert_eq!(r.verdict, Verdict::Proceed { attempt: 3 });
+        apply(&mut snap, e);
+        // It says purchase_limit (the unit is still the user's): the count is confirmed again.
+        let limit = Problem::new(ErrorCode::PurchaseLimit, "x").to_json();
+        let mut fin = finish_req(3, 409, &limit);
+        fin.key = "k2".into();
+        let (stored, e) = finish(snap.record.as_ref(), &fin, NOW + 5_010);
+        assert!(stored.stored && e.count_confirmed);
+        assert_eq!(e.bought_delta, 0);
+        // A sold_out confirms nothing about the count.
+        let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        let (stored, e) = finish(snap.record.as_ref(), &finish_req(3, 409, &sold), NOW);
+        assert!(stored.stored && !e.count_confirmed);
+        // Never confirmed (a count from before `counted_ms` existed): not counted.
+        let legacy = Snapshot {
+            bought: 5,
+            ..Snapshot::default()
+        };
+        assert_eq!(counted_units(&legacy, NOW, 5_000), 0);
+        // qty alone above the cap needs no count.
+        let mut two = capped(req("h"));
+        two.qty = 2;
+        let (r, _) = begin(&policy(), &legacy, &two, NOW, 4);
+        assert!(matches!(r.verdict, Verdict::Answered { status: 409, .. }));
     }
 
     #[test]

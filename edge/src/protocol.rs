@@ -37,6 +37,14 @@ pub struct BeginRequest {
     pub facts: SkuFacts,
     pub rate: RateSettings,
     pub in_flight_timeout_ms: i64,
+    /// How long the origin's confirmation of the user's count of the SKU holds for the cap
+    /// pre-check (`SKU_CACHE_TTL_SECS`; see `crate::gate::counted_units`).
+    #[serde(default = "default_count_ttl_ms")]
+    pub count_ttl_ms: i64,
+}
+
+fn default_count_ttl_ms() -> i64 {
+    i64::from(crate::config::defaults::SKU_CACHE_TTL_SECS) * 1_000
 }
 
 /// The rate-limit part of a `begin` answer, for the `RateLimit` headers.

@@ -1275,6 +1275,7 @@ fn gate_begin_decides_consistently() {
                 tat_us: tat,
                 record,
                 bought,
+                counted_ms: Some(now),
             };
             let req = BeginRequest {
                 key: "k".into(),
@@ -1288,8 +1289,10 @@ fn gate_begin_decides_consistently() {
                     window_secs: window,
                 },
                 in_flight_timeout_ms: timeout,
+                count_ttl_ms: 5_000,
             };
             for now_ms in [any_now, now] {
+                let bought = gate::counted_units(&snap, now_ms, req.count_ttl_ms);
                 let (reply, effects) = gate::begin(&policy, &snap, &req, now_ms, next);
                 match &reply.verdict {
                     Verdict::Limited => {
@@ -1987,6 +1990,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                     window_secs,
                 },
                 in_flight_timeout_ms: t,
+                count_ttl_ms: 5_000,
             },
         );
     let input = (

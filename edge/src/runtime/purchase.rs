@@ -87,6 +87,7 @@ pub(crate) async fn handle(
         facts,
         rate: settings.rate_settings(),
         in_flight_timeout_ms: settings.in_flight_timeout_ms(),
+        count_ttl_ms: i64::from(settings.sku_cache_ttl_secs) * 1_000,
     };
     let decided = match gate.begin(&begin).await {
         Ok(decided) => decided,

@@ -1,6 +1,7 @@
 //! `UserGate`: one SQLite-backed Durable Object per shopper (named by the user id), holding that
 //! user's GCRA state (the purchase bucket, and the `order` bucket of `crate::orders`), idempotency
-//! records, units bought per SKU and the orders whose cancellation gave units back. A Durable Object runs one
+//! records, units bought per SKU (with when the origin last confirmed the count) and the orders
+//! whose cancellation gave units back. A Durable Object runs one
 //! event at a time, and `begin`/`finish` read, decide ([`crate::gate`]) and write without an
 //! `.await` in between, so each call is atomic for the user: the rate limit is exact and two
 //! requests with the same key cannot both be forwarded. There is no global object: load spreads
@@ -60,6 +61,10 @@ CREATE TABLE IF NOT EXISTS counters (
 CREATE TABLE IF NOT EXISTS gcra_buckets (
     name TEXT PRIMARY KEY,
     tat_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS units_counted_at (
+    sku TEXT PRIMARY KEY,
+    counted_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS returned_orders (
     order_id TEXT PRIMARY KEY,
@@ -196,6 +201,11 @@ struct UnitsRow {
 }
 
 #[derive(Deserialize)]
+struct CountedRow {
+    counted_ms: i64,
+}
+
+#[derive(Deserialize)]
 struct CounterRow {
     value: i64,
 }
@@ -266,6 +276,12 @@ impl UserGate {
                 vec![input.sku.as_str().into()],
             )?
             .map_or(0, |r| r.units),
+            counted_ms: first::<CountedRow>(
+                &sql,
+                "SELECT counted_ms FROM units_counted_at WHERE sku = ?",
+                vec![input.sku.as_str().into()],
+            )?
+            .map(|r| r.counted_ms),
         };
         sql.exec(
             "INSERT INTO counters (name, value) VALUES ('attempt', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
@@ -392,6 +408,12 @@ impl UserGate {
             sql.exec(
                 "INSERT INTO units_bought (sku, units) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET units = units + excluded.units",
                 vec![sku.into(), effects.bought_delta.into()],
+            )?;
+        }
+        if effects.count_confirmed {
+            sql.exec(
+                "INSERT INTO units_counted_at (sku, counted_ms) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET counted_ms = excluded.counted_ms",
+                vec![sku.into(), now_ms().into()],
             )?;
         }
         Ok(())
