@@ -2,14 +2,20 @@
 //! discrepancy. Run by `origin reconcile` (exit code 1 when anything is off) and periodically by
 //! the server, which exports the count as `origin_reconcile_discrepancies`.
 //!
-//! Checks, per SKU and sale generation (a PUT starts a new generation):
-//! - units put on sale − units remaining == units in the generation's orders (no oversell, no
-//!   lost decrement);
-//! - no user holds more units of the generation than `max_per_user`;
+//! Checks, per SKU and sale generation (a PUT starts a new generation; replaced ones keep their
+//! books in `sku_generations`):
+//! - units put on sale − units remaining − units written off (refunds without restock) == units
+//!   in the generation's held, confirmed and paid orders == the generation's `units_out` counter
+//!   (no oversell, no lost decrement, no lost or doubled return);
+//! - no user holds more units (held, confirmed, paid) of the generation than `max_per_user`;
 //! - each user's `user_units` counter (what the cap is enforced from) equals the units in the
-//!   user's orders of the SKU, across generations;
+//!   user's held, confirmed and paid orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
-//!   retention has its stored 201.
+//!   retention has its stored 201;
+//! - `refund_due` orders (a payment that came after its hold expired, with no unit left): listed
+//!   until refunded;
+//! - every paid order has its payment record (`order_payments`);
+//! - no hold is more than a minute past its `expires_at` (a stuck expiry timer).
 //!
 //! The queries themselves live in the store layer (`store::books`); this module turns their rows
 //! into the report.
@@ -25,11 +31,14 @@ use crate::store::{StoreError, books};
 /// One thing that does not add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Discrepancy {
-    /// `initial - remaining != sold` for the SKU's current generation.
+    /// `initial - remaining - written off != taken` for a generation of the SKU (`None`: the
+    /// current one).
     StockMismatch {
         sku: String,
+        earlier_generation: Option<i64>,
         initial: i64,
         remaining: i64,
+        written_off: i64,
         units_in_orders: i64,
     },
     /// A user holds more units of the current generation than the cap.
@@ -50,6 +59,12 @@ pub enum Discrepancy {
     AnswerWithoutOrder { user: String, key: String },
     /// An order (younger than the retention) without its stored 201.
     OrderWithoutAnswer { order_id: String },
+    /// A payment arrived after the hold expired and no unit could be taken: refund it.
+    RefundDue { order_id: String, sku: String },
+    /// A paid order without its payment record.
+    PaidWithoutPayment { order_id: String, sku: String },
+    /// A hold more than a minute past its `expires_at`.
+    StuckHold { order_id: String, sku: String },
 }
 
 impl fmt::Display for Discrepancy {
@@ -57,14 +72,26 @@ impl fmt::Display for Discrepancy {
         match self {
             Self::StockMismatch {
                 sku,
+                earlier_generation,
                 initial,
                 remaining,
+                written_off,
                 units_in_orders,
-            } => write!(
-                f,
-                "sku {sku}: {initial} on sale - {remaining} remaining = {} but orders hold {units_in_orders} units",
-                initial - remaining
-            ),
+            } => {
+                write!(f, "sku {sku}")?;
+                if let Some(g) = earlier_generation {
+                    write!(f, " (replaced generation {g})")?;
+                }
+                write!(f, ": {initial} on sale - {remaining} remaining")?;
+                if *written_off != 0 {
+                    write!(f, " - {written_off} written off")?;
+                }
+                write!(
+                    f,
+                    " = {} but orders hold {units_in_orders} units",
+                    initial - remaining - written_off
+                )
+            }
             Self::AboveCap {
                 sku,
                 user,
@@ -89,6 +116,20 @@ impl fmt::Display for Discrepancy {
             Self::OrderWithoutAnswer { order_id } => {
                 write!(f, "order {order_id} has no stored 201")
             }
+            Self::RefundDue { order_id, sku } => write!(
+                f,
+                "sku {sku}: order {order_id} is refund_due (paid after its hold expired; refund it)"
+            ),
+            Self::PaidWithoutPayment { order_id, sku } => {
+                write!(
+                    f,
+                    "sku {sku}: order {order_id} is paid without a payment record"
+                )
+            }
+            Self::StuckHold { order_id, sku } => write!(
+                f,
+                "sku {sku}: hold {order_id} is more than 60 s past its expires_at (stuck expiry)"
+            ),
         }
     }
 }
@@ -105,7 +146,11 @@ impl Discrepancy {
                 *key = pseudonyms.key(user, key).to_string();
                 *user = pseudonyms.user(user).to_string();
             }
-            Self::StockMismatch { .. } | Self::OrderWithoutAnswer { .. } => {}
+            Self::StockMismatch { .. }
+            | Self::OrderWithoutAnswer { .. }
+            | Self::RefundDue { .. }
+            | Self::PaidWithoutPayment { .. }
+            | Self::StuckHold { .. } => {}
         }
         d
     }
@@ -117,8 +162,10 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     found.extend(books::stock_mismatches(pool).await?.into_iter().map(|r| {
         Discrepancy::StockMismatch {
             sku: r.sku,
+            earlier_generation: (!r.current).then_some(r.generation),
             initial: r.initial_stock,
             remaining: r.stock,
+            written_off: r.written_off,
             units_in_orders: r.units_in_orders,
         }
     }));
@@ -155,6 +202,33 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .await?
             .into_iter()
             .map(|order_id| Discrepancy::OrderWithoutAnswer { order_id }),
+    );
+    found.extend(
+        books::refund_due(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::RefundDue {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
+    );
+    found.extend(
+        books::paid_without_payment(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::PaidWithoutPayment {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
+    );
+    found.extend(
+        books::stuck_holds(pool, crate::orders::expiry::OVERDUE)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::StuckHold {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
     );
     Ok(found)
 }

@@ -10,6 +10,7 @@ mod helpers;
 mod hostile;
 mod limits;
 mod lock_keys;
+mod orders;
 #[path = "../common/probes.rs"]
 mod probes;
 #[path = "../common/processes.rs"]
