@@ -61,24 +61,6 @@ fn sku_view() {}
 )]
 fn warmup() {}
 
-/// One of the shopper's orders, as the origin answers it (relayed byte for byte).
-#[derive(utoipa::ToSchema)]
-struct Order {
-    /// A UUID.
-    order_id: String,
-    sku: String,
-    qty: u32,
-    user: String,
-    /// `held`, `confirmed`, `paid`, `expired`, `cancelled`, `refunded` (or `refund_due`).
-    status: String,
-    /// RFC 3339 UTC; while (or after) the order is a hold.
-    expires_at: Option<String>,
-    /// RFC 3339 UTC.
-    created_at: String,
-    /// RFC 3339 UTC.
-    updated_at: String,
-}
-
 /// The shopper's own order (JWT `sub`), from the origin, signed like a purchase.
 #[utoipa::path(
     get, path = "/v1/orders/{order_id}", tag = "orders",
@@ -88,10 +70,10 @@ struct Order {
     ),
     security(("shopper_token" = [])),
     responses(
-        (status = 200, description = "The order (`Cache-Control: private, no-store`). Carries `RateLimit-Policy: \"order\";…` and `RateLimit` (a bucket of its own, same quota and window as purchases)", body = Order),
+        (status = 200, description = "The order (`Cache-Control: private, no-store`). Carries `RateLimit-Policy: \"order\";…` and `RateLimit` (a bucket of its own, same quota and window as purchases)", body = shared::OrderView),
         (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "The origin's 404: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
     )
@@ -108,11 +90,11 @@ fn order() {}
     ),
     security(("shopper_token" = [])),
     responses(
-        (status = 200, description = "The order, now `cancelled`. Carries `RateLimit-Policy: \"order\";…` and `RateLimit`", body = Order),
+        (status = 200, description = "The order, now `cancelled`. Carries `RateLimit-Policy: \"order\";…` and `RateLimit`", body = shared::OrderView),
         (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "The origin's 404: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The origin's `order_state`: this order cannot be cancelled in its state (e.g. `paid`, `expired`); the state is in the body", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The origin's `order_state`: this order cannot be cancelled in its state (e.g. `paid`, `expired`); its state is the body's `current`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
     )
@@ -147,7 +129,8 @@ fn openapi_json() {}
         shared::PurchaseRequest,
         shared::PurchaseResponse,
         shared::SkuView,
-        Order,
+        shared::OrderView,
+        shared::OrderStatus,
         shared::Problem,
         shared::ErrorCode,
         crate::warmup::Report
