@@ -116,7 +116,7 @@ describe("a shopper's own orders through the edge", () => {
   });
 
   test("an origin that cannot be reached is 503 with Retry-After", async () => {
-    const dead = await stack.startEdge({ ORIGIN_URL: `http://127.0.0.1:${await freePort()}` }, "dead-origin");
+    const dead = await stack.startEdge({ ORIGIN_URL: `http://127.0.0.1:${await freePort()}`, ORIGIN_TIMEOUT_MS: "1000" }, "dead-origin");
     try {
       const alice = tokenFor(user());
       for (const cancel of [false, true]) {
