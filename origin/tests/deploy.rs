@@ -26,7 +26,7 @@ const ADMIN_TOKEN: &str = "deploy-test-admin-token-0123456789";
 const IMPLICIT_LABELS: [&str; 3] = ["instance", "job", "le"];
 
 /// Alerts that must exist: (name, severity, fragments the expression must contain).
-const REQUIRED_ALERTS: [(&str, &str, &[&str]); 6] = [
+const REQUIRED_ALERTS: [(&str, &str, &[&str]); 9] = [
     (
         "FlashgateLockAcquireFailures",
         "warning",
@@ -57,10 +57,29 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 6] = [
         &[r#"redlock_acquire_total{result="unreachable"}"#, "> 0"],
     ),
     ("FlashgateRequestsShed", "warning", &["origin_shed_total"]),
+    (
+        "FlashgateHoldExpiryLagging",
+        "warning",
+        &[
+            "histogram_quantile(0.99",
+            "origin_hold_expiry_lag_seconds_bucket",
+            "> 2",
+        ],
+    ),
+    (
+        "FlashgateHoldsStuck",
+        "critical",
+        &["origin_holds_overdue", "> 0"],
+    ),
+    (
+        "FlashgateRefundDue",
+        "warning",
+        &["origin_refund_due_total", "> 0"],
+    ),
 ];
 
 /// What the Lock Health dashboard must show, as the series it queries.
-const DASHBOARD_MUST_QUERY: [&str; 13] = [
+const DASHBOARD_MUST_QUERY: [&str; 18] = [
     "redlock_acquire_total",
     "redlock_acquire_seconds_bucket",
     "redlock_node_errors_total",
@@ -74,6 +93,11 @@ const DASHBOARD_MUST_QUERY: [&str; 13] = [
     "origin_sold_out_fast_path_total",
     "origin_db_transaction_seconds_bucket",
     "origin_reconcile_discrepancies",
+    "origin_holds_active",
+    "origin_holds_overdue",
+    "origin_hold_expiry_lag_seconds_bucket",
+    "origin_returns_total",
+    "origin_refund_due_total",
 ];
 
 fn repo_file(relative: &str) -> String {
