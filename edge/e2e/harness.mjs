@@ -101,7 +101,8 @@ async function stopGroup(child) {
 
 /** The whole stack: database, origin, edge. */
 export class Stack {
-  async start() {
+  /** Starts the stack; `edgeOverrides` are extra vars of the suite's edge (e.g. a short SKU_CACHE_TTL_SECS). */
+  async start(edgeOverrides = {}) {
     for (const built of ["edge/build/wrangler.toml", "edge/build/index_bg.wasm", "target/debug/origin"]) {
       if (!existsSync(join(ROOT, built))) {
         throw new Error(`${built} missing: build first (scripts/test-edge.sh builds everything)`);
@@ -115,7 +116,7 @@ export class Stack {
     this.originLog = join(this.dir, "origin.log");
     await this.startOrigin();
 
-    const edge = await this.startEdge({ ORIGIN_URL: this.originUrl }, "wrangler");
+    const edge = await this.startEdge({ ORIGIN_URL: this.originUrl, ...edgeOverrides }, "wrangler");
     this.edge = edge.child;
     this.edgeUrl = edge.url;
     this.edgeLog = edge.log;
@@ -219,11 +220,13 @@ export class Stack {
 
   // ---- origin helpers -------------------------------------------------------------------------
 
-  async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}`, adminToken = ADMIN_TOKEN }) {
+  async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}`, adminToken = ADMIN_TOKEN, holdSecs }) {
+    const body = { name, price_cents: price, stock, max_per_user: maxPerUser };
+    if (holdSecs !== undefined) body.hold_secs = holdSecs;
     const r = await fetch(`${this.originUrl}/v1/admin/skus/${sku}`, {
       method: "PUT",
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ name, price_cents: price, stock, max_per_user: maxPerUser }),
+      body: JSON.stringify(body),
     });
     if (r.status !== 200) throw new Error(`PUT sku ${sku}: ${r.status} ${await r.text()}`);
     return r.json();
@@ -307,6 +310,13 @@ export class Stack {
       body: typeof body === "string" ? body : JSON.stringify(body),
     });
     return response(r);
+  }
+
+  /** `GET /v1/orders/{id}` (`cancel`: `POST /v1/orders/{id}/cancel`) through the edge as `token`'s shopper. */
+  async order(id, { token, cancel = false, edgeUrl = this.edgeUrl } = {}) {
+    const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
+    const path = `/v1/orders/${id}${cancel ? "/cancel" : ""}`;
+    return response(await fetch(`${edgeUrl}${path}`, { method: cancel ? "POST" : "GET", headers }));
   }
 
   async get(path, headers = {}, edgeUrl = this.edgeUrl) {

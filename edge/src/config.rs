@@ -18,6 +18,9 @@ pub struct Settings {
     pub origin_url: String,
     /// Per-user purchase rate limit (`RATE_LIMIT_QUOTA` per `RATE_LIMIT_WINDOW_SECS`).
     pub rate_limit: Policy,
+    /// Per-user rate limit of the order routes (`GET /v1/orders/{id}`, `POST …/cancel`): the same
+    /// quota and window as purchases, in a bucket of its own named `order` (`crate::orders`).
+    pub order_rate_limit: Policy,
     /// How long an in-flight idempotency record blocks its key (`IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS`).
     pub in_flight_timeout_secs: u32,
     /// How long completed idempotency records are kept (`IDEMPOTENCY_RETENTION_SECS`, >= 24 h).
@@ -152,10 +155,16 @@ impl Settings {
                 name: "RATE_LIMIT_WINDOW_SECS",
                 reason: e.to_string(),
             })?;
+        let order_rate_limit = Policy::new(crate::orders::RATE_POLICY_NAME, quota, window)
+            .map_err(|e| ConfigError {
+                name: "RATE_LIMIT_WINDOW_SECS",
+                reason: e.to_string(),
+            })?;
 
         Ok(Self {
             origin_url,
             rate_limit,
+            order_rate_limit,
             in_flight_timeout_secs: number(
                 "IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS",
                 defaults::IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS,
@@ -212,6 +221,15 @@ impl Settings {
             name: self.rate_limit.name().to_owned(),
             quota: self.rate_limit.quota(),
             window_secs: self.rate_limit.window_secs(),
+        }
+    }
+
+    /// The order routes' rate-limit policy as sent to the Durable Object.
+    pub fn order_rate_settings(&self) -> RateSettings {
+        RateSettings {
+            name: self.order_rate_limit.name().to_owned(),
+            quota: self.order_rate_limit.quota(),
+            window_secs: self.order_rate_limit.window_secs(),
         }
     }
 

@@ -2,10 +2,11 @@
 //! origin's answer (pass it on, store it, learn sold-out facts from it, or turn a failure into a
 //! 503 the shopper may retry).
 
+use serde::Deserialize;
+use shared::ErrorCode;
 use shared::SecretRing;
 use shared::headers::{IDEMPOTENCY_KEY, REQUEST_ID, SIGNATURE, USER};
 use shared::signing::{SignedParts, sign};
-use shared::{ErrorCode, PurchaseResponse};
 
 use crate::purchase::Purchase;
 use crate::reply::{Reply, problem_code};
@@ -115,20 +116,34 @@ pub struct Answered<'a> {
     pub replayed: bool,
     /// When the edge sent the request, unix ms.
     pub sent_ms: i64,
+    /// When the answer arrived, unix ms (the instant of a raise it causes).
+    pub arrived_ms: i64,
+}
+
+/// The one member of a 201 body (`shared::PurchaseResponse`) the shield needs. Read alone so that
+/// no other member — a hold's `status` and `expires_at`, a state this edge does not know yet — can
+/// make the body unreadable here.
+#[derive(Deserialize)]
+struct Remaining {
+    remaining: i64,
 }
 
 /// The facts an origin answer teaches about the SKU, if any. A replay repeats a decision of the
 /// past (maybe of an earlier sale) and an answer to a request sent before the bound was last
-/// raised may have been decided before that restock: neither lowers the bound.
+/// raised may have been decided before that restock or return: neither changes the bound. A 201
+/// whose `remaining` is above the bound raises it (units came back; see `crate::shield`). The 201
+/// body is read tolerantly: only `remaining` matters, and the fields a hold adds (`status`,
+/// `expires_at`) or any later one are ignored here and relayed and stored byte for byte.
 pub fn learn(facts: SkuFacts, answer: &Answered<'_>) -> Option<SkuFacts> {
     if answer.replayed || !facts.lowered_by(answer.sent_ms) {
         return None;
     }
     let learned = match answer.status {
         201 => facts.after_purchase(
-            serde_json::from_str::<PurchaseResponse>(answer.body)
+            serde_json::from_str::<Remaining>(answer.body)
                 .ok()?
                 .remaining,
+            answer.arrived_ms,
         ),
         409 if problem_code(answer.body.as_bytes()) == Some(ErrorCode::SoldOut) => {
             facts.after_sold_out(answer.qty)
@@ -255,6 +270,7 @@ mod tests {
             body,
             replayed: false,
             sent_ms: 5_000,
+            arrived_ms: 5_100,
         }
     }
 
@@ -270,6 +286,21 @@ mod tests {
             learn(SkuFacts::default(), &fresh(1, 201, created)).and_then(|f| f.stock_bound),
             Some(0)
         );
+        // A hold's 201 carries `status` and `expires_at` (and may carry more): read tolerantly.
+        let held = r#"{"order_id":"o","sku":"A","qty":1,"user":"u","remaining":3,"status":"held","expires_at":"2026-05-01T12:00:00Z","later":{"x":1}}"#;
+        assert_eq!(
+            learn(SkuFacts::default(), &fresh(1, 201, held)).and_then(|f| f.stock_bound),
+            Some(3)
+        );
+        // ... and relayed as received.
+        assert_eq!(
+            classify(201, held.as_bytes(), None, false),
+            Outcome::Answer {
+                status: 201,
+                body: held.to_owned(),
+                replayed: false
+            }
+        );
         let limit = Problem::new(ErrorCode::PurchaseLimit, "x").to_json();
         assert_eq!(learn(SkuFacts::default(), &fresh(1, 409, &limit)), None);
         // Nothing new: no write.
@@ -278,6 +309,28 @@ mod tests {
             ..SkuFacts::default()
         };
         assert_eq!(learn(known, &fresh(1, 201, created)), None);
+    }
+
+    #[test]
+    fn a_201_after_a_return_raises_the_bound_but_a_replay_does_not() {
+        // Sold out as learned at 1,000 ms (bound 1 let this qty-1 request through, say).
+        let known = SkuFacts {
+            stock_bound: Some(1),
+            raised_ms: Some(1_000),
+            ..SkuFacts::default()
+        };
+        let created =
+            r#"{"order_id":"o","sku":"A","qty":1,"user":"u","remaining":4,"status":"confirmed"}"#;
+        let learned = learn(known, &fresh(1, 201, created)).expect("learned");
+        assert_eq!(
+            (learned.stock_bound, learned.raised_ms),
+            (Some(4), Some(5_100))
+        );
+        let replay = Answered {
+            replayed: true,
+            ..fresh(1, 201, created)
+        };
+        assert_eq!(learn(known, &replay), None);
     }
 
     #[test]

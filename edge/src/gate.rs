@@ -6,6 +6,14 @@
 //! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
 //! limit), and finally the key is claimed for a new attempt.
 //!
+//! The per-user cap pre-check counts the units the user bought through this object, but only while
+//! the origin confirmed that count less than `SKU_CACHE_TTL_SECS` ago (a 201 or a
+//! `purchase_limit` it decided, see [`counted_units`]): units also come back without the edge
+//! seeing it (an expired hold, a refund, a cancellation by the shop), and the origin then gives
+//! the user's allowance back. A count that old lets the request through to the origin, which
+//! decides (at most one origin call per user, SKU and period while the user stays at the cap).
+//! A cancellation through the edge takes its units off at once ([`returned_delta`]).
+//!
 //! Only the origin's decisions are stored with a key. A shield answer is the edge's guess from
 //! cached facts, which can be stale (a restock the data center has not seen yet): it leaves the
 //! key as it was (no record), so the same key retried is checked again and reaches the origin once
@@ -27,6 +35,8 @@ pub struct Snapshot {
     pub record: Option<Record>,
     /// Units of the request's SKU this user bought through the edge.
     pub bought: i64,
+    /// When the origin last confirmed `bought` (unix ms): a 201 or a `purchase_limit` it decided.
+    pub counted_ms: Option<i64>,
 }
 
 /// Writes to apply after a call.
@@ -36,6 +46,8 @@ pub struct Effects {
     pub record: RecordChange,
     /// Units to add to the user's count for the SKU.
     pub bought_delta: i64,
+    /// The origin confirmed the user's count for the SKU now (store `counted_ms`).
+    pub count_confirmed: bool,
 }
 
 /// What happens to the key's record.
@@ -60,16 +72,10 @@ impl RecordChange {
     }
 }
 
-/// Decides `begin`. `next_attempt` is a number never handed out before by this object.
-pub fn begin(
-    policy: &Policy,
-    snap: &Snapshot,
-    req: &BeginRequest,
-    now_ms: i64,
-    next_attempt: i64,
-) -> (BeginReply, Effects) {
-    let decision = policy.check(snap.tat_us, now_ms.saturating_mul(1_000));
-    let (rate, new_tat_us) = match decision {
+/// Decides one request of `policy`'s bucket whose stored TAT is `tat_us`: the outcome, and the
+/// TAT to store when it is admitted (nothing changes when it is limited).
+pub fn limit(policy: &Policy, tat_us: Option<i64>, now_ms: i64) -> (RateOutcome, Option<i64>) {
+    match policy.check(tat_us, now_ms.saturating_mul(1_000)) {
         Decision::Allowed {
             new_tat_us,
             remaining,
@@ -79,12 +85,47 @@ pub fn begin(
                 remaining,
                 reset_secs,
             },
-            new_tat_us,
+            Some(new_tat_us),
         ),
-        Decision::Limited { retry_after_secs } => {
+        Decision::Limited { retry_after_secs } => (RateOutcome::Limited { retry_after_secs }, None),
+    }
+}
+
+/// The change to the user's count of a SKU (`bought` units) when the origin confirmed the
+/// cancellation of an order of `qty` units; `already` when this order was returned before (a
+/// repeated cancel changes nothing). Never below 0: an order bought around the edge was never
+/// counted.
+pub fn returned_delta(bought: i64, qty: u32, already: bool) -> i64 {
+    if already {
+        0
+    } else {
+        -i64::from(qty).min(bought.max(0))
+    }
+}
+
+/// The units the cap pre-check counts at `now_ms`: the user's count while the origin confirmed
+/// it less than `ttl_ms` ago, else none (units may have come back since; the origin decides).
+pub fn counted_units(snap: &Snapshot, now_ms: i64, ttl_ms: i64) -> i64 {
+    let fresh = snap
+        .counted_ms
+        .is_some_and(|at| now_ms.saturating_sub(at) < ttl_ms);
+    if fresh { snap.bought } else { 0 }
+}
+
+/// Decides `begin`. `next_attempt` is a number never handed out before by this object.
+pub fn begin(
+    policy: &Policy,
+    snap: &Snapshot,
+    req: &BeginRequest,
+    now_ms: i64,
+    next_attempt: i64,
+) -> (BeginReply, Effects) {
+    let (rate, new_tat_us) = match limit(policy, snap.tat_us, now_ms) {
+        (rate, Some(new_tat_us)) => (rate, new_tat_us),
+        (rate, None) => {
             return (
                 BeginReply {
-                    rate: RateOutcome::Limited { retry_after_secs },
+                    rate,
                     verdict: Verdict::Limited,
                 },
                 Effects::default(),
@@ -104,7 +145,11 @@ pub fn begin(
         Lookup::Replay { status, body } => Verdict::Replay { status, body },
         Lookup::InFlight => Verdict::InFlight,
         Lookup::Reused => Verdict::Reused,
-        Lookup::Proceed => match shield::decide(&req.facts, snap.bought, req.qty) {
+        Lookup::Proceed => match shield::decide(
+            &req.facts,
+            counted_units(snap, now_ms, req.count_ttl_ms),
+            req.qty,
+        ) {
             Shield::Answer(code) => {
                 let body = Problem::new(code, shield::detail(code)).to_json();
                 Verdict::Answered {
@@ -152,12 +197,16 @@ pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (Fin
             } else {
                 0
             };
+            let count_confirmed = req.status == 201
+                || crate::reply::problem_code(req.body.as_bytes())
+                    == Some(shared::ErrorCode::PurchaseLimit);
             (
                 FinishReply { stored: true },
                 Effects {
                     new_tat_us: None,
                     record: RecordChange::Put(done),
                     bought_delta,
+                    count_confirmed,
                 },
             )
         }
@@ -210,6 +259,7 @@ mod tests {
                 window_secs: 10,
             },
             in_flight_timeout_ms: 30_000,
+            count_ttl_ms: 5_000,
         }
     }
 
@@ -223,6 +273,9 @@ mod tests {
             RecordChange::Delete => snap.record = None,
         }
         snap.bought += e.bought_delta;
+        if e.count_confirmed {
+            snap.counted_ms = Some(NOW);
+        }
     }
 
     fn finish_req(attempt: i64, status: u16, body: &str) -> FinishRequest {
@@ -330,13 +383,14 @@ mod tests {
     fn shields_answer_after_the_idempotency_lookup_and_store_nothing() {
         let mut snap = Snapshot {
             bought: 2,
+            counted_ms: Some(NOW - 1),
             ..Snapshot::default()
         };
         let mut r = req("f");
         r.facts = SkuFacts {
             stock_bound: Some(10),
             max_per_user: Some(2),
-            raised_ms: None,
+            ..SkuFacts::default()
         };
         let (reply, e) = begin(&policy(), &snap, &r, NOW, 1);
         let Verdict::Answered { status, body } = &reply.verdict else {
@@ -358,7 +412,7 @@ mod tests {
         sold.facts = SkuFacts {
             stock_bound: Some(0),
             max_per_user: Some(2),
-            raised_ms: None,
+            ..SkuFacts::default()
         };
         let mut fresh = Snapshot::default();
         let (reply, e) = begin(&policy(), &fresh, &sold, NOW, 3);
@@ -404,6 +458,121 @@ mod tests {
             NOW + 30_001,
         );
         assert!(fin.stored);
+    }
+
+    #[test]
+    fn the_order_bucket_is_a_plain_gcra() {
+        let order = Policy::new("order", 2, 10).expect("policy");
+        let (first, tat) = limit(&order, None, NOW);
+        assert!(matches!(first, RateOutcome::Allowed { remaining: 1, .. }));
+        let (second, tat) = limit(&order, tat, NOW);
+        assert!(matches!(second, RateOutcome::Allowed { remaining: 0, .. }));
+        let (third, none) = limit(&order, tat, NOW);
+        assert_eq!(
+            third,
+            RateOutcome::Limited {
+                retry_after_secs: 5
+            }
+        );
+        assert_eq!(none, None, "a limited request changes nothing");
+    }
+
+    #[test]
+    fn a_cancellation_gives_units_back_once() {
+        assert_eq!(returned_delta(3, 2, false), -2);
+        assert_eq!(returned_delta(3, 2, true), 0, "a repeated cancel");
+        assert_eq!(returned_delta(1, 2, false), -1, "never below zero");
+        assert_eq!(returned_delta(0, 2, false), 0, "bought around the edge");
+        // The cap pre-check then lets the user buy again.
+        let facts = SkuFacts {
+            stock_bound: Some(10),
+            max_per_user: Some(1),
+            ..SkuFacts::default()
+        };
+        assert_eq!(
+            shield::decide(&facts, 1, 1),
+            Shield::Answer(ErrorCode::PurchaseLimit)
+        );
+        assert_eq!(
+            shield::decide(&facts, 1 + returned_delta(1, 1, false), 1),
+            Shield::Pass
+        );
+    }
+
+    #[test]
+    fn the_cap_counts_units_only_while_the_origin_confirmed_them_recently() {
+        let capped = |mut r: BeginRequest| {
+            r.facts = SkuFacts {
+                max_per_user: Some(1),
+                ..SkuFacts::default()
+            };
+            r
+        };
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &capped(req("f")), NOW, 1);
+        apply(&mut snap, e);
+        let (_, e) = finish(snap.record.as_ref(), &finish_req(1, 201, "{}"), NOW);
+        assert!(e.count_confirmed);
+        apply(&mut snap, e);
+        assert_eq!((snap.bought, snap.counted_ms), (1, Some(NOW)));
+        let mut next = capped(req("g"));
+        next.key = "k2".into();
+        // The rows the object reads for the new key: no record yet.
+        let mut snap = Snapshot {
+            record: None,
+            ..snap
+        };
+        // Within the TTL: the edge answers the cap.
+        let (r, _) = begin(&policy(), &snap, &next, NOW + 4_999, 2);
+        assert!(matches!(r.verdict, Verdict::Answered { status: 409, .. }));
+        // Past it: the hold may have expired and the allowance come back: the origin decides.
+        let (r, e) = begin(&policy(), &snap, &next, NOW + 5_000, 3);
+        assert_eq!(r.verdict, Verdict::Proceed { attempt: 3 });
+        apply(&mut snap, e);
+        // It says purchase_limit (the unit is still the user's): the count is confirmed again.
+        let limit = Problem::new(ErrorCode::PurchaseLimit, "x").to_json();
+        let mut fin = finish_req(3, 409, &limit);
+        fin.key = "k2".into();
+        let (stored, e) = finish(snap.record.as_ref(), &fin, NOW + 5_010);
+        assert!(stored.stored && e.count_confirmed);
+        assert_eq!(e.bought_delta, 0);
+        // A sold_out confirms nothing about the count.
+        let sold = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        let (stored, e) = finish(snap.record.as_ref(), &finish_req(3, 409, &sold), NOW);
+        assert!(stored.stored && !e.count_confirmed);
+        // Never confirmed (a count from before `counted_ms` existed): not counted.
+        let legacy = Snapshot {
+            bought: 5,
+            ..Snapshot::default()
+        };
+        assert_eq!(counted_units(&legacy, NOW, 5_000), 0);
+        // qty alone above the cap needs no count.
+        let mut two = capped(req("h"));
+        two.qty = 2;
+        let (r, _) = begin(&policy(), &legacy, &two, NOW, 4);
+        assert!(matches!(r.verdict, Verdict::Answered { status: 409, .. }));
+    }
+
+    #[test]
+    fn a_held_201_is_stored_and_replayed_byte_for_byte() {
+        // A hold's 201 (`status`, `expires_at`, and whatever the origin adds later) is the
+        // origin's answer like any other: stored as received, replayed as stored.
+        let held = r#"{"order_id":"0192f1c2-7b3a-7c4d-9e8f-0123456789ab","sku":"A","qty":1,"user":"alice","remaining":0,"status":"held","expires_at":"2026-05-01T12:00:00.123Z"}"#;
+        let mut snap = Snapshot::default();
+        let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+        apply(&mut snap, e);
+        let (fin, e) = finish(snap.record.as_ref(), &finish_req(1, 201, held), NOW + 1);
+        assert!(fin.stored);
+        apply(&mut snap, e);
+        assert_eq!(snap.bought, 1);
+        let (replay, _) = begin(&policy(), &snap, &req("f"), NOW + 2, 2);
+        assert_eq!(
+            replay.verdict,
+            Verdict::Replay {
+                status: 201,
+                body: held.into()
+            }
+        );
     }
 
     #[test]

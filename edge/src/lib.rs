@@ -9,7 +9,7 @@
 //!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
 //!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
-//!   [`warmup`], `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`) and [`reply`] (responses as data).
+//!   [`warmup`], [`orders`] (a shopper's own orders: view and cancel), `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`) and [`reply`] (responses as data).
 //! - **Runtime adapters** — `runtime`, compiled only for `wasm32`: the fetch entry point, the
 //!   per-user SQLite-backed Durable Object, the Cache API and the signed fetch to the origin. They
 //!   move bytes between the Workers runtime and the policy modules and decide nothing themselves.
@@ -24,6 +24,7 @@ pub mod idempotency;
 pub mod jwt;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod openapi;
+pub mod orders;
 pub mod protocol;
 pub mod purchase;
 pub mod ratelimit_fields;

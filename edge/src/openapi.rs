@@ -21,11 +21,11 @@ use utoipa::OpenApi;
     ),
     security(("shopper_token" = [])),
     responses(
-        (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay). Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
+        (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay): the origin's body byte for byte — with `\"status\":\"held\"` and `expires_at` when the SKU has `hold_secs`, else `\"status\":\"confirmed\"`. Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token, or one whose lifetime (`SESSION_MAX_LIFETIME_SECS`), `iss` or `aud` the settings refuse", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored, and a sold-out answer from the edge's cache is only given while an origin view confirmed it less than `SKU_CACHE_TTL_SECS` ago) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
@@ -61,6 +61,46 @@ fn sku_view() {}
 )]
 fn warmup() {}
 
+/// The shopper's own order (JWT `sub`), from the origin, signed like a purchase.
+#[utoipa::path(
+    get, path = "/v1/orders/{order_id}", tag = "orders",
+    params(
+        ("order_id" = String, Path, description = "A UUID (8-4-4-4-12 hex digits)"),
+        ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
+    ),
+    security(("shopper_token" = [])),
+    responses(
+        (status = 200, description = "The order (`Cache-Control: private, no-store`). Carries `RateLimit-Policy: \"order\";…` and `RateLimit` (a bucket of its own, same quota and window as purchases)", body = shared::OrderView),
+        (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn order() {}
+
+/// Cancels the shopper's own order (a hold, or a confirmed order), through the origin; its units
+/// go back on sale. Idempotent: a repeat answers the same and changes nothing.
+#[utoipa::path(
+    post, path = "/v1/orders/{order_id}/cancel", tag = "orders",
+    params(
+        ("order_id" = String, Path, description = "A UUID (8-4-4-4-12 hex digits)"),
+        ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
+    ),
+    security(("shopper_token" = [])),
+    responses(
+        (status = 200, description = "The order, now `cancelled`. Carries `RateLimit-Policy: \"order\";…` and `RateLimit`", body = shared::OrderView),
+        (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The origin's `order_state`: this order cannot be cancelled in its state (e.g. `paid`, `expired`); its state is the body's `current`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn order_cancel() {}
+
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ok\"}`")))]
 fn healthz() {}
@@ -84,17 +124,19 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, sku_view, warmup, healthz, readyz, openapi_json),
+    paths(purchase, order, order_cancel, sku_view, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,
         shared::SkuView,
+        shared::OrderView,
+        shared::OrderStatus,
         shared::Problem,
         shared::ErrorCode,
         crate::warmup::Report
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "catalogue"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

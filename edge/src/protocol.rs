@@ -1,6 +1,8 @@
 //! The messages between the fetch handler and a user's Durable Object (JSON over the stub's
 //! `fetch`). A purchase attempt makes at most two calls: `begin` (rate limit, idempotency lookup,
-//! shields, claim the key) and, if the origin was asked, `finish` (store or release the key).
+//! shields, claim the key) and, if the origin was asked, `finish` (store or release the key). An
+//! order request (`crate::orders`) makes `limit` (its own rate-limit bucket) and, after a
+//! cancellation the origin confirmed, `returned` (the units go back to the user's count).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +12,10 @@ use crate::shield::SkuFacts;
 pub const BEGIN_PATH: &str = "/begin";
 /// Path of the `finish` call on the Durable Object.
 pub const FINISH_PATH: &str = "/finish";
+/// Path of the `limit` call on the Durable Object.
+pub const LIMIT_PATH: &str = "/limit";
+/// Path of the `returned` call on the Durable Object.
+pub const RETURNED_PATH: &str = "/returned";
 
 /// The rate-limit policy, as configured on the worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +37,14 @@ pub struct BeginRequest {
     pub facts: SkuFacts,
     pub rate: RateSettings,
     pub in_flight_timeout_ms: i64,
+    /// How long the origin's confirmation of the user's count of the SKU holds for the cap
+    /// pre-check (`SKU_CACHE_TTL_SECS`; see `crate::gate::counted_units`).
+    #[serde(default = "default_count_ttl_ms")]
+    pub count_ttl_ms: i64,
+}
+
+fn default_count_ttl_ms() -> i64 {
+    i64::from(crate::config::defaults::SKU_CACHE_TTL_SECS) * 1_000
 }
 
 /// The rate-limit part of a `begin` answer, for the `RateLimit` headers.
@@ -84,4 +98,28 @@ pub struct FinishRequest {
 pub struct FinishReply {
     /// Whether the answer is now stored with the key (false: released, or superseded).
     pub stored: bool,
+}
+
+/// `limit`: may this request of another bucket than purchases (`rate.name`) proceed? Answered
+/// with a [`RateOutcome`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitRequest {
+    pub rate: RateSettings,
+}
+
+/// `returned`: the origin confirmed that `order_id` was cancelled, giving back `qty` units of
+/// `sku`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReturnedRequest {
+    pub order_id: String,
+    pub sku: String,
+    pub qty: u32,
+}
+
+/// The answer to `returned`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReturnedReply {
+    /// Whether the units were taken off the user's count now (false: this order was already
+    /// returned).
+    pub applied: bool,
 }

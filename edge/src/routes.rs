@@ -19,6 +19,10 @@ pub enum Route {
     Purchase,
     /// `GET /v1/skus/{sku}` with the raw (unvalidated) path segment.
     SkuView(String),
+    /// `GET /v1/orders/{order_id}` with the raw (unvalidated) path segment.
+    Order(String),
+    /// `POST /v1/orders/{order_id}/cancel` with the raw (unvalidated) path segment.
+    OrderCancel(String),
     /// `GET /warmup?sku=…`.
     Warmup,
     /// `GET /openapi.json`.
@@ -67,16 +71,39 @@ pub fn route(method: &str, path: &str) -> Route {
                 Route::MethodNotAllowed("GET, HEAD")
             }
         }
-        _ => match path.strip_prefix("/v1/skus/") {
-            Some(sku) if !sku.is_empty() && !sku.contains('/') => {
-                if read {
-                    Route::SkuView(sku.to_owned())
-                } else {
-                    Route::MethodNotAllowed("GET, HEAD")
-                }
+        _ => {
+            if let Some(rest) = path.strip_prefix(crate::orders::ORDERS_PREFIX) {
+                return order_route(method, rest);
             }
-            _ => Route::NotFound,
-        },
+            match path.strip_prefix("/v1/skus/") {
+                Some(sku) if !sku.is_empty() && !sku.contains('/') => {
+                    if read {
+                        Route::SkuView(sku.to_owned())
+                    } else {
+                        Route::MethodNotAllowed("GET, HEAD")
+                    }
+                }
+                _ => Route::NotFound,
+            }
+        }
+    }
+}
+
+/// `/v1/orders/{order_id}` and `/v1/orders/{order_id}/cancel` (`rest`: what follows the prefix).
+fn order_route(method: &str, rest: &str) -> Route {
+    let (id, cancel) = match rest.split_once('/') {
+        None => (rest, false),
+        Some((id, "cancel")) => (id, true),
+        Some(_) => return Route::NotFound,
+    };
+    if id.is_empty() {
+        return Route::NotFound;
+    }
+    match (cancel, method) {
+        (false, "GET" | "HEAD") => Route::Order(id.to_owned()),
+        (false, _) => Route::MethodNotAllowed("GET, HEAD"),
+        (true, "POST") => Route::OrderCancel(id.to_owned()),
+        (true, _) => Route::MethodNotAllowed("POST"),
     }
 }
 
@@ -97,7 +124,12 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
         Route::OpenApi => {
             Some(Reply::json(200, OPENAPI_JSON).with_header("cache-control", "public, max-age=300"))
         }
-        Route::Readyz | Route::Purchase | Route::SkuView(_) | Route::Warmup => None,
+        Route::Readyz
+        | Route::Purchase
+        | Route::SkuView(_)
+        | Route::Order(_)
+        | Route::OrderCancel(_)
+        | Route::Warmup => None,
     }
 }
 
@@ -148,6 +180,40 @@ mod tests {
         assert_eq!(route("GET", "/warmup"), Route::Warmup);
         assert_eq!(route("GET", "/"), Route::NotFound);
         assert_eq!(route("PUT", "/v1/admin/skus/A"), Route::NotFound);
+    }
+
+    #[test]
+    fn order_routes_match() {
+        let id = "0192f1c2-7b3a-7c4d-9e8f-0123456789ab";
+        assert_eq!(
+            route("GET", &format!("/v1/orders/{id}")),
+            Route::Order(id.into())
+        );
+        assert_eq!(
+            route("POST", &format!("/v1/orders/{id}/cancel")),
+            Route::OrderCancel(id.into())
+        );
+        // The id is validated later (400), so a malformed one still routes.
+        assert_eq!(route("GET", "/v1/orders/junk"), Route::Order("junk".into()));
+        assert_eq!(
+            route("POST", &format!("/v1/orders/{id}")),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        assert_eq!(
+            route("GET", &format!("/v1/orders/{id}/cancel")),
+            Route::MethodNotAllowed("POST")
+        );
+        // The shop backend's routes (admin token, origin only) are not served by the edge.
+        for path in [
+            format!("/v1/orders/{id}/pay"),
+            format!("/v1/orders/{id}/refund"),
+            format!("/v1/orders/{id}/cancel/x"),
+            "/v1/orders/".to_owned(),
+            "/v1/orders//cancel".to_owned(),
+            "/v1/orders".to_owned(),
+        ] {
+            assert_eq!(route("POST", &path), Route::NotFound, "{path}");
+        }
     }
 
     #[test]

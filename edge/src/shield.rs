@@ -3,24 +3,37 @@
 //!
 //! The edge keeps [`SkuFacts`] per SKU in the Cache API (so per data center, and deliberately not
 //! in a global Durable Object, which would be a hot spot during a sale). The central fact is an
-//! *upper bound on the units remaining*: stock only goes down between restocks, so
+//! *upper bound on the units remaining*. Stock falls with every sale and rises with a restock or
+//! a **return** (an expired hold, a cancellation, a refund with restock), so
 //! - a warmup sets it to the origin's `stock`, and a fresh origin view (a `GET /v1/skus/{sku}`
-//!   cache miss) showing more stock than the bound raises it to that stock (a restock); each
-//!   raise records its instant in [`SkuFacts::raised_ms`];
-//! - a 201 (`remaining`) or a 409 `sold_out` for `qty` (so fewer than `qty` remain) can only
-//!   lower it, and only if it answers a request **sent after** the last raise
-//!   ([`SkuFacts::lowered_by`]): an answer to a request sent earlier may have been decided before
-//!   the restock that the raise saw, so it says nothing about the current sale. Replayed origin
-//!   answers (`Idempotent-Replayed: true`) never lower it either: they repeat a decision of the
-//!   past (`crate::forward::learn`).
+//!   cache miss, or the purchase path's refresh below) showing more stock than the bound raises it
+//!   to that stock; each raise records its instant in [`SkuFacts::raised_ms`], and every origin
+//!   view folded in records its instant in [`SkuFacts::viewed_ms`];
+//! - a 201 whose `remaining` is above the bound (units came back since the bound was learned)
+//!   raises it too, as a view would: raising is always safe — a bound too high only costs origin
+//!   calls, the origin stays the authority — and the raise records its instant, so answers to
+//!   requests sent earlier (which may have been decided before the return) cannot lower it again;
+//! - a 201 (`remaining`) or a 409 `sold_out` for `qty` (so fewer than `qty` remain) lowers it, and
+//!   only if it answers a request **sent after** the last raise ([`SkuFacts::lowered_by`]): an
+//!   answer to a request sent earlier may have been decided before the restock or return that the
+//!   raise saw, so it says nothing about the current sale. Replayed origin answers
+//!   (`Idempotent-Replayed: true`) never lower (nor raise) it: they repeat a decision of the past
+//!   (`crate::forward::learn`).
 //!
-//! A request for more units than the bound is answered 409 `sold_out` without an origin call. With
-//! the bound at 0 the SKU is sold out for everyone until a warmup or a fresh view shows stock again.
-//! Such an answer is not the origin's decision, so it is never stored with the shopper's key
+//! A request for more units than the bound is answered 409 `sold_out` without an origin call —
+//! but only while the bound is **fresh**: confirmed by an origin view less than
+//! `SKU_CACHE_TTL_SECS` ago ([`SkuFacts::needs_refresh`]). A refusing bound that is older makes
+//! the purchase path fetch the view from the origin first (one fetch per data center and period:
+//! the first such purchase claims the refresh with [`SkuFacts::refresh_claimed`] before it
+//! fetches), so units that come back (an expired hold, a cancellation, a refund) reopen the shield
+//! within `SKU_CACHE_TTL_SECS` without a warmup, even when nobody views the SKU. A bound that lets
+//! the request through needs no freshness: the origin decides.
+//!
+//! A shield answer is not the origin's decision, so it is never stored with the shopper's key
 //! (`crate::gate`): a retry is checked again. The Cache API has no compare-and-set: a lower bound
 //! written by a purchase that read the facts just before a warmup wrote them can overwrite that
-//! warmup (a window of one cache round trip); the next warmup or view miss repairs it, and a bound
-//! that is too high only costs origin calls: the origin stays the authority.
+//! warmup (a window of one cache round trip); the next refresh, warmup or view miss repairs it, and
+//! a bound that is too high only costs origin calls.
 
 use serde::{Deserialize, Serialize};
 use shared::{ErrorCode, SkuView};
@@ -37,6 +50,13 @@ pub struct SkuFacts {
     /// it existed (`serde(default)`): then every answer may lower the bound, as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_ms: Option<i64>,
+    /// When an origin view (warmup, view miss, purchase-path refresh) last confirmed the bound,
+    /// unix ms of this data center's clock; a refusing bound older than `SKU_CACHE_TTL_SECS` is
+    /// refreshed before it answers ([`SkuFacts::needs_refresh`]). Absent in facts cached before
+    /// it existed, or learned from purchase answers only: such a bound is refreshed before it
+    /// refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewed_ms: Option<i64>,
 }
 
 impl SkuFacts {
@@ -46,6 +66,7 @@ impl SkuFacts {
             stock_bound: Some(view.stock.max(0)),
             max_per_user: Some(i64::from(view.max_per_user)),
             raised_ms: Some(now_ms),
+            viewed_ms: Some(now_ms),
         }
     }
 
@@ -53,7 +74,8 @@ impl SkuFacts {
     /// and arrived at `now_ms`. More stock than the bound (a restock) raises the bound: always
     /// safe, a bound too high only costs origin calls. Otherwise the view is an answer like a
     /// purchase's: it lowers the bound and sets the cap only if it was requested after the last
-    /// raise ([`SkuFacts::lowered_by`]).
+    /// raise ([`SkuFacts::lowered_by`]). Either way, a view requested after the last raise
+    /// confirms the bound: [`SkuFacts::viewed_ms`] becomes `now_ms`.
     #[must_use]
     pub fn with_fresh_view(self, view: &SkuView, sent_ms: i64, now_ms: i64) -> Self {
         let stock = view.stock.max(0);
@@ -68,6 +90,7 @@ impl SkuFacts {
                     self.max_per_user.or(Some(cap))
                 },
                 raised_ms: Some(now_ms),
+                viewed_ms: Some(now_ms),
             };
         }
         if !current {
@@ -76,6 +99,30 @@ impl SkuFacts {
         Self {
             stock_bound: Some(stock),
             max_per_user: Some(cap),
+            viewed_ms: Some(now_ms),
+            ..self
+        }
+    }
+
+    /// Whether the bound would refuse `qty` units but is too old to: no origin view confirmed it
+    /// in the last `ttl_ms` (`SKU_CACHE_TTL_SECS`). Units may have come back since (an expired
+    /// hold, a cancellation, a refund with restock), so the purchase path fetches the view first.
+    pub fn needs_refresh(&self, qty: u32, now_ms: i64, ttl_ms: i64) -> bool {
+        let refuses = self.stock_bound.is_some_and(|bound| i64::from(qty) > bound);
+        refuses
+            && self
+                .viewed_ms
+                .is_none_or(|viewed| now_ms.saturating_sub(viewed) >= ttl_ms)
+    }
+
+    /// The facts a purchase writes when it starts a refresh at `now_ms`: the same bound, marked
+    /// as viewed now, so the other purchases of this data center keep using it for one more period
+    /// instead of fetching the view too. If the refresh fails (the origin is down), the bound
+    /// stays as it was for that period: the origin could not have sold anything anyway.
+    #[must_use]
+    pub fn refresh_claimed(self, now_ms: i64) -> Self {
+        Self {
+            viewed_ms: Some(now_ms),
             ..self
         }
     }
@@ -96,11 +143,21 @@ impl SkuFacts {
         }
     }
 
-    /// The origin sold units and reported `remaining`.
+    /// The origin sold units and reported `remaining`; the answer arrived at `now_ms`. Below the
+    /// bound it lowers it; above the bound (units came back since the bound was learned: a
+    /// return or a restock) it raises it, as a fresh view would, and records the raise.
     #[must_use]
-    pub fn after_purchase(self, remaining: i64) -> Self {
+    pub fn after_purchase(self, remaining: i64, now_ms: i64) -> Self {
+        let remaining = remaining.max(0);
+        if self.stock_bound.is_some_and(|bound| remaining > bound) {
+            return Self {
+                stock_bound: Some(remaining),
+                raised_ms: Some(now_ms),
+                ..self
+            };
+        }
         Self {
-            stock_bound: Some(lower(self.stock_bound, remaining.max(0))),
+            stock_bound: Some(lower(self.stock_bound, remaining)),
             ..self
         }
     }
@@ -174,16 +231,15 @@ mod tests {
         let facts = SkuFacts::default().after_sold_out(3); // fewer than 3 remain
         assert_eq!(decide(&facts, 0, 3), Shield::Answer(ErrorCode::SoldOut));
         assert_eq!(decide(&facts, 0, 2), Shield::Pass);
-        let facts = facts.after_purchase(0);
+        let facts = facts.after_purchase(0, 0);
         assert_eq!(decide(&facts, 0, 1), Shield::Answer(ErrorCode::SoldOut));
     }
 
     #[test]
-    fn only_origin_views_raise_the_bound_and_they_record_when() {
-        let sold_out = SkuFacts::from_warmup(&view(10, 2), 1_000).after_purchase(0);
+    fn origin_views_raise_the_bound_and_they_record_when() {
+        let sold_out = SkuFacts::from_warmup(&view(10, 2), 1_000).after_purchase(0, 1_100);
         assert_eq!(sold_out.stock_bound, Some(0));
         assert_eq!(sold_out.after_sold_out(50).stock_bound, Some(0));
-        assert_eq!(sold_out.after_purchase(7).stock_bound, Some(0));
         // A warmup after a restock: raised, at that instant.
         let warm = SkuFacts::from_warmup(&view(5, 2), 2_000);
         assert_eq!((warm.stock_bound, warm.raised_ms), (Some(5), Some(2_000)));
@@ -196,15 +252,25 @@ mod tests {
                 stock_bound: Some(5),
                 max_per_user: Some(3),
                 raised_ms: Some(3_000),
+                viewed_ms: Some(3_000),
             }
         );
         // Less stock, requested after the last raise: lowers, and is not a raise.
         let lower = warm.with_fresh_view(&view(4, 1), 2_001, 4_000);
         assert_eq!(
-            (lower.stock_bound, lower.max_per_user, lower.raised_ms),
-            (Some(4), Some(1), Some(2_000))
+            (
+                lower.stock_bound,
+                lower.max_per_user,
+                lower.raised_ms,
+                lower.viewed_ms
+            ),
+            (Some(4), Some(1), Some(2_000), Some(4_000))
         );
-        assert_eq!(warm.with_fresh_view(&view(5, 2), 2_001, 4_000), warm);
+        // The same stock: nothing changes but the confirmation.
+        assert_eq!(
+            warm.with_fresh_view(&view(5, 2), 2_001, 4_000),
+            warm.refresh_claimed(4_000)
+        );
         // Less stock, but requested before the warmup: it may predate the restock: ignored.
         assert_eq!(warm.with_fresh_view(&view(0, 1), 1_500, 4_000), warm);
         assert_eq!(warm.with_fresh_view(&view(0, 1), 2_000, 4_000), warm);
@@ -229,9 +295,75 @@ mod tests {
         assert!(legacy.lowered_by(i64::MIN));
         // And they still serialize as before when nothing was raised.
         assert_eq!(
-            serde_json::to_string(&SkuFacts::default().after_purchase(2)).expect("json"),
+            serde_json::to_string(&SkuFacts::default().after_purchase(2, 0)).expect("json"),
             r#"{"stock_bound":2,"max_per_user":null}"#
         );
+    }
+
+    #[test]
+    fn a_201_above_the_bound_raises_it_as_a_return_and_records_the_raise() {
+        // Sold out at 2,000 ms; then a hold expired at the origin and a purchase that got through
+        // (qty within a bound of 1, say) reports 3 remaining at 6,000 ms.
+        let known = SkuFacts::from_warmup(&view(1, 5), 1_000);
+        let raised = known.after_purchase(3, 6_000);
+        assert_eq!(
+            (raised.stock_bound, raised.raised_ms),
+            (Some(3), Some(6_000))
+        );
+        // The confirmation instant is a view's, not an answer's.
+        assert_eq!(raised.viewed_ms, Some(1_000));
+        // An answer to a request sent before that raise (decided, perhaps, before the return)
+        // cannot close the shield again; one sent after it can.
+        assert!(!raised.lowered_by(5_999));
+        assert!(raised.lowered_by(6_001));
+        // Below or at the bound, it lowers (or keeps) without a raise.
+        assert_eq!(raised.after_purchase(2, 7_000).raised_ms, Some(6_000));
+        assert_eq!(raised.after_purchase(2, 7_000).stock_bound, Some(2));
+    }
+
+    #[test]
+    fn a_refusing_bound_is_refreshed_once_older_than_the_view_ttl() {
+        const TTL: i64 = 5_000;
+        // Sold out as a warmup saw it at 1,000 ms.
+        let sold_out = SkuFacts::from_warmup(&view(0, 5), 1_000);
+        assert_eq!(decide(&sold_out, 0, 1), Shield::Answer(ErrorCode::SoldOut));
+        assert!(!sold_out.needs_refresh(1, 1_000, TTL));
+        assert!(!sold_out.needs_refresh(1, 5_999, TTL), "fresh: answered");
+        assert!(sold_out.needs_refresh(1, 6_000, TTL), "a TTL old: refresh");
+        assert!(sold_out.needs_refresh(1, i64::MAX, TTL));
+        // A bound that lets the request through needs no refresh: the origin decides.
+        let some = SkuFacts::from_warmup(&view(3, 5), 1_000);
+        assert!(!some.needs_refresh(3, 60_000, TTL));
+        assert!(some.needs_refresh(4, 60_000, TTL), "per quantity");
+        // Nothing known: nothing refuses.
+        assert!(!SkuFacts::default().needs_refresh(1, 60_000, TTL));
+        // A bound learned from answers only (no view yet) is refreshed before it refuses.
+        let learned = SkuFacts::default().after_sold_out(1);
+        assert!(learned.needs_refresh(1, 0, TTL));
+
+        // The refresh: the first purchase claims it, so the others keep answering for a period.
+        let claimed = sold_out.refresh_claimed(6_000);
+        assert_eq!(claimed.stock_bound, Some(0));
+        assert!(!claimed.needs_refresh(1, 6_001, TTL));
+        // Its view shows the unit that came back (an expired hold, a cancellation): the shield
+        // opens, without a warmup.
+        let reopened = claimed.with_fresh_view(&view(1, 5), 6_000, 6_050);
+        assert_eq!(decide(&reopened, 0, 1), Shield::Pass);
+        assert_eq!(
+            (reopened.stock_bound, reopened.raised_ms, reopened.viewed_ms),
+            (Some(1), Some(6_050), Some(6_050))
+        );
+        // Still sold out: confirmed, answered at the edge for another period.
+        let still = claimed.with_fresh_view(&view(0, 5), 6_000, 6_050);
+        assert_eq!(decide(&still, 0, 1), Shield::Answer(ErrorCode::SoldOut));
+        assert!(!still.needs_refresh(1, 11_049, TTL));
+        assert!(still.needs_refresh(1, 11_050, TTL));
+        // Facts cached before `viewed_ms` existed read as never viewed: refreshed before they
+        // refuse, and written back as before until then.
+        let legacy: SkuFacts =
+            serde_json::from_str(r#"{"stock_bound":0,"max_per_user":1,"raised_ms":5}"#)
+                .expect("old facts");
+        assert!(legacy.needs_refresh(1, 6, TTL));
     }
 
     #[test]

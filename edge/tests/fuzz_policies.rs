@@ -1208,12 +1208,16 @@ fn facts() -> impl Strategy<Value = SkuFacts> {
         prop::option::of(prop_oneof![-2i64..=200, any::<i64>()]),
         prop::option::of(prop_oneof![0i64..=200, any::<i64>()]),
         prop::option::of(prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()]),
+        prop::option::of(prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()]),
     )
-        .prop_map(|(stock_bound, max_per_user, raised_ms)| SkuFacts {
-            stock_bound,
-            max_per_user,
-            raised_ms,
-        })
+        .prop_map(
+            |(stock_bound, max_per_user, raised_ms, viewed_ms)| SkuFacts {
+                stock_bound,
+                max_per_user,
+                raised_ms,
+                viewed_ms,
+            },
+        )
 }
 
 /// A unix-ms instant near which the generated facts were raised.
@@ -1271,6 +1275,7 @@ fn gate_begin_decides_consistently() {
                 tat_us: tat,
                 record,
                 bought,
+                counted_ms: Some(now),
             };
             let req = BeginRequest {
                 key: "k".into(),
@@ -1284,8 +1289,10 @@ fn gate_begin_decides_consistently() {
                     window_secs: window,
                 },
                 in_flight_timeout_ms: timeout,
+                count_ttl_ms: 5_000,
             };
             for now_ms in [any_now, now] {
+                let bought = gate::counted_units(&snap, now_ms, req.count_ttl_ms);
                 let (reply, effects) = gate::begin(&policy, &snap, &req, now_ms, next);
                 match &reply.verdict {
                     Verdict::Limited => {
@@ -1419,22 +1426,37 @@ fn gate_finish_stores_only_what_the_contract_stores() {
 }
 
 #[test]
-fn shields_only_lower_the_bound_and_decide_in_order() {
+fn shields_lower_the_bound_raise_it_only_to_a_reported_remaining_and_decide_in_order() {
     let input = (
         facts(),
         any::<i64>(),
         1u32..=100,
         any::<u32>(),
         any::<i64>(),
+        any::<i64>(),
     );
     fuzz(
         "shield.decide",
         input,
-        |(facts, bought, qty, sold_out_qty, remaining)| {
-            let after = facts.after_sold_out(sold_out_qty).after_purchase(remaining);
-            if let (Some(before), Some(now)) = (facts.stock_bound, after.stock_bound) {
+        |(facts, bought, qty, sold_out_qty, remaining, now_ms)| {
+            let sold = facts.after_sold_out(sold_out_qty);
+            if let (Some(before), Some(now)) = (facts.stock_bound, sold.stock_bound) {
                 prop_assert!(now <= before);
             }
+            let after = sold.after_purchase(remaining, now_ms);
+            // A 201's `remaining` above the bound is a return: the bound becomes exactly that,
+            // recorded as a raise; otherwise it only lowers.
+            match (sold.stock_bound, after.stock_bound) {
+                (Some(before), Some(now)) if now > before => {
+                    prop_assert_eq!(now, remaining.max(0));
+                    prop_assert_eq!(after.raised_ms, Some(now_ms));
+                }
+                (_, now) => {
+                    prop_assert!(now.is_some_and(|n| n <= remaining.max(0)));
+                    prop_assert_eq!(after.raised_ms, sold.raised_ms);
+                }
+            }
+            prop_assert_eq!(after.viewed_ms, facts.viewed_ms);
             prop_assert_eq!(after.max_per_user, facts.max_per_user);
             let want = if facts.stock_bound.is_some_and(|b| i64::from(qty) > b) {
                 Shield::Answer(ErrorCode::SoldOut)
@@ -1513,24 +1535,26 @@ fn origin_answers_are_classified_safely() {
 }
 
 #[test]
-fn origin_answers_only_lower_the_bound() {
+fn origin_answers_lower_the_bound_and_only_a_201_raises_it() {
     let input = (
         facts(),
         1u32..=100,
         origin_answer(),
         any::<bool>(),
         prop_oneof![NOW_MS - 5..=NOW_MS + 5, any::<i64>()],
+        any::<i64>(),
     );
     fuzz(
         "forward.learn",
         input,
-        |(facts, qty, (status, body), replayed, sent_ms)| {
+        |(facts, qty, (status, body), replayed, sent_ms, arrived_ms)| {
             let answer = forward::Answered {
                 qty,
                 status,
                 body: &body,
                 replayed,
                 sent_ms,
+                arrived_ms,
             };
             if let Some(learned) = forward::learn(facts, &answer) {
                 prop_assert!(learned != facts);
@@ -1539,9 +1563,14 @@ fn origin_answers_only_lower_the_bound() {
                 prop_assert!(!replayed);
                 prop_assert!(facts.raised_ms.is_none_or(|r| sent_ms > r));
                 prop_assert_eq!(learned.max_per_user, facts.max_per_user);
-                prop_assert_eq!(learned.raised_ms, facts.raised_ms);
-                if let (Some(before), Some(after)) = (facts.stock_bound, learned.stock_bound) {
-                    prop_assert!(after <= before);
+                prop_assert_eq!(learned.viewed_ms, facts.viewed_ms);
+                match (facts.stock_bound, learned.stock_bound) {
+                    // A raise: only a 201 (units came back), recorded at its arrival.
+                    (Some(before), Some(after)) if after > before => {
+                        prop_assert_eq!(status, 201);
+                        prop_assert_eq!(learned.raised_ms, Some(arrived_ms));
+                    }
+                    _ => prop_assert_eq!(learned.raised_ms, facts.raised_ms),
                 }
             }
             Ok(())
@@ -1578,13 +1607,37 @@ fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
             if rises {
                 prop_assert_eq!(got.stock_bound, Some(stock));
                 prop_assert_eq!(got.raised_ms, Some(now_ms));
+                prop_assert_eq!(got.viewed_ms, Some(now_ms));
             } else if current {
                 prop_assert_eq!(got.stock_bound, Some(stock));
                 prop_assert_eq!(got.max_per_user, Some(i64::from(cap)));
                 prop_assert_eq!(got.raised_ms, facts.raised_ms);
+                prop_assert_eq!(got.viewed_ms, Some(now_ms));
             } else {
                 prop_assert_eq!(got, facts);
             }
+            Ok(())
+        },
+    );
+}
+
+/// A refusing bound answers only while an origin view confirmed it less than the TTL ago; a
+/// claimed refresh keeps the bound and stamps the instant.
+#[test]
+fn a_refusing_bound_expires_after_the_view_ttl() {
+    let input = (facts(), 1u32..=100, any::<i64>(), 1i64..=3_600_000);
+    fuzz(
+        "shield.needs_refresh",
+        input,
+        |(facts, qty, now_ms, ttl_ms)| {
+            let refuses = shield::decide(&facts, 0, qty) == Shield::Answer(ErrorCode::SoldOut);
+            let fresh = facts
+                .viewed_ms
+                .is_some_and(|v| now_ms.saturating_sub(v) < ttl_ms);
+            prop_assert_eq!(facts.needs_refresh(qty, now_ms, ttl_ms), refuses && !fresh);
+            let claimed = facts.refresh_claimed(now_ms);
+            prop_assert_eq!(claimed.stock_bound, facts.stock_bound);
+            prop_assert!(!claimed.needs_refresh(qty, now_ms, ttl_ms));
             Ok(())
         },
     );
@@ -1937,6 +1990,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                     window_secs,
                 },
                 in_flight_timeout_ms: t,
+                count_ttl_ms: 5_000,
             },
         );
     let input = (

@@ -33,6 +33,8 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
     );
     for (method, path) in [
         ("post", "/v1/purchases"),
+        ("get", "/v1/orders/{order_id}"),
+        ("post", "/v1/orders/{order_id}/cancel"),
         ("get", "/v1/skus/{sku}"),
         ("get", "/warmup"),
         ("get", "/healthz"),
@@ -40,7 +42,9 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
         ("get", "/openapi.json"),
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path}");
-        let concrete = path.replace("{sku}", "SKU-1");
+        let concrete = path
+            .replace("{sku}", "SKU-1")
+            .replace("{order_id}", "0192f1c2-7b3a-7c4d-9e8f-0123456789ab");
         assert_ne!(
             route(&method.to_uppercase(), &concrete),
             Route::NotFound,
@@ -49,7 +53,7 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
     }
     assert_eq!(
         doc["paths"].as_object().map(|p| p.len()),
-        Some(6),
+        Some(8),
         "a route was added without documenting it, or the other way round"
     );
 }

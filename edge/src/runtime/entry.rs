@@ -10,7 +10,8 @@ use crate::request_id::RequestId;
 use crate::routes::{self, Route};
 
 use super::http::{self, to_response};
-use super::{purchase, skus};
+use super::{orders, purchase, skus};
+use crate::orders::OrderAction;
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
@@ -41,6 +42,12 @@ async fn handle(req: &mut Request, env: &Env, ctx: &Context, id: &RequestId) -> 
         Route::Readyz => routes::ready(),
         Route::Purchase => purchase::handle(req, env, ctx, &settings, id).await,
         Route::SkuView(sku) => skus::view(req, &settings, &sku).await,
+        Route::Order(order) => {
+            orders::handle(req, env, &settings, &order, OrderAction::View, id).await
+        }
+        Route::OrderCancel(order) => {
+            orders::handle(req, env, &settings, &order, OrderAction::Cancel, id).await
+        }
         Route::Warmup => skus::warmup(req, &settings).await,
         Route::Healthz | Route::OpenApi | Route::MethodNotAllowed(_) | Route::NotFound => {
             Reply::problem(ErrorCode::NotFound, "no such route")

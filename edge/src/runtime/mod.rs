@@ -4,6 +4,8 @@
 //!
 //! - [`entry`]: the `fetch` event and the route dispatch;
 //! - [`purchase`]: `POST /v1/purchases` — stateless checks, the user's gate, the signed forward;
+//! - [`orders`]: `GET /v1/orders/{id}` and `POST /v1/orders/{id}/cancel` — token, the user's
+//!   `order` bucket, the signed forward;
 //! - [`skus`]: `GET /v1/skus/{sku}` and `GET /warmup`, over the Cache API;
 //! - [`user_gate`]: the per-user SQLite-backed Durable Object and its client;
 //! - [`origin`]: HTTP calls to the origin with a deadline;
@@ -12,6 +14,7 @@
 
 mod entry;
 mod http;
+mod orders;
 mod origin;
 mod purchase;
 mod sku_cache;

@@ -1,5 +1,6 @@
 //! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
-//! then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
+//! the SKU's shield facts (refreshed from the origin's view first when a refusing bound is older
+//! than `SKU_CACHE_TTL_SECS`), then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
 //! the signed call to the origin, whose answer is stored or released with the key and teaches the
 //! shield (unless it is a replay, or answers a request sent before the shield's last raise).
 
@@ -20,6 +21,7 @@ use crate::request_id::RequestId;
 use super::http::{base_url, header, now_ms};
 use super::origin;
 use super::sku_cache;
+use super::skus;
 use super::user_gate::UserGateClient;
 
 /// Handles one purchase attempt; every outcome is a [`Reply`].
@@ -58,8 +60,18 @@ pub(crate) async fn handle(
         Err(reply) => return reply,
     };
 
-    let facts_key = facts_key(&base_url(req), &purchase.request.sku);
-    let facts = sku_cache::get_facts(&facts_key).await;
+    let base = base_url(req);
+    let facts_key = facts_key(&base, &purchase.request.sku);
+    let mut facts = sku_cache::get_facts(&facts_key).await;
+    if facts.needs_refresh(
+        purchase.request.qty.get(),
+        now_ms(),
+        i64::from(settings.sku_cache_ttl_secs) * 1_000,
+    ) {
+        // A sold-out bound older than the view TTL: units may have come back (an expired hold,
+        // a cancellation, a refund). Ask the origin's view before refusing (`crate::shield`).
+        facts = skus::refresh_facts(settings, &base, &purchase.request.sku, facts).await;
+    }
     let gate = match UserGateClient::for_user(env, &purchase.user) {
         Ok(gate) => gate,
         Err(e) => {
@@ -75,6 +87,7 @@ pub(crate) async fn handle(
         facts,
         rate: settings.rate_settings(),
         in_flight_timeout_ms: settings.in_flight_timeout_ms(),
+        count_ttl_ms: i64::from(settings.sku_cache_ttl_secs) * 1_000,
     };
     let decided = match gate.begin(&begin).await {
         Ok(decided) => decided,
@@ -234,6 +247,7 @@ async fn forward_to_origin(
         body: &body,
         replayed,
         sent_ms,
+        arrived_ms: now_ms(),
     };
     if let Some(learned) = forward::learn(facts, &answered) {
         sku_cache::put_facts(facts_key, &learned, settings.sku_facts_ttl_secs).await;

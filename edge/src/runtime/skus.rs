@@ -1,6 +1,7 @@
 //! `GET /v1/skus/{sku}` (served from the Cache API, filled from the origin on a miss; an origin
-//! 404 is remembered for `SKU_MISSING_TTL_SECS`) and `GET /warmup?sku=…` (admin: fetch each SKU
-//! from the origin, prime the cache and the shield).
+//! 404 is remembered for `SKU_MISSING_TTL_SECS`), `GET /warmup?sku=…` (admin: fetch each SKU
+//! from the origin, prime the cache and the shield), and the purchase path's refresh of a
+//! refusing shield bound older than `SKU_CACHE_TTL_SECS` ([`refresh_facts`]).
 
 use futures_util::future::join_all;
 use shared::{ErrorCode, Sku};
@@ -69,23 +70,66 @@ pub(crate) async fn view(req: &Request, settings: &Settings, raw_sku: &str) -> R
     if sku_cache::get_text(&missing_key).await.is_some() {
         return unknown_sku(settings, "HIT");
     }
+    match fetch_and_fold(settings, &base, &sku).await {
+        Fetched::Found { body, .. } => view_reply(body, settings, "MISS"),
+        Fetched::Missing => {
+            sku_cache::put_json(&missing_key, MISSING_MARK, settings.sku_missing_ttl_secs).await;
+            unknown_sku(settings, "MISS")
+        }
+        Fetched::Failed => crate::forward::unavailable(),
+    }
+}
+
+/// A view fetched from the origin and folded into the cache.
+enum Fetched {
+    /// The view (now cached) and the facts as written with it.
+    Found {
+        body: String,
+        facts: SkuFacts,
+    },
+    Missing,
+    Failed,
+}
+
+/// Fetches `sku`'s view from the origin; when found, caches it and folds it into the shield facts
+/// ([`SkuFacts::with_fresh_view`]: may raise the bound, confirms it).
+async fn fetch_and_fold(settings: &Settings, base: &str, sku: &Sku) -> Fetched {
     let sent_ms = now_ms();
-    match fetch_view(settings, &sku).await {
+    match fetch_view(settings, sku).await {
         (OriginView::Found(view), Some(body)) => {
+            let view_key = cache_policy::view_key(base, sku);
             sku_cache::put_json(&view_key, &body, settings.sku_cache_ttl_secs).await;
-            let facts_key = cache_policy::facts_key(&base, &sku);
+            let facts_key = cache_policy::facts_key(base, sku);
+            // Re-read just before writing: the narrowest window for a concurrent writer.
             let facts =
                 sku_cache::get_facts(&facts_key)
                     .await
                     .with_fresh_view(&view, sent_ms, now_ms());
             sku_cache::put_facts(&facts_key, &facts, settings.sku_facts_ttl_secs).await;
-            view_reply(body, settings, "MISS")
+            Fetched::Found { body, facts }
         }
-        (OriginView::Missing, _) => {
-            sku_cache::put_json(&missing_key, MISSING_MARK, settings.sku_missing_ttl_secs).await;
-            unknown_sku(settings, "MISS")
-        }
-        _ => crate::forward::unavailable(),
+        (OriginView::Missing, _) => Fetched::Missing,
+        _ => Fetched::Failed,
+    }
+}
+
+/// The purchase path's refresh of `facts` (read under `facts_key`), which would refuse the
+/// purchase but are older than `SKU_CACHE_TTL_SECS` ([`SkuFacts::needs_refresh`]): claims the
+/// refresh (so this data center's other purchases keep the bound for one more period instead of
+/// all fetching), then fetches the view from the origin and folds it in. Returns the facts to
+/// decide with: the refreshed ones, or the claimed ones if the origin could not be had.
+pub(crate) async fn refresh_facts(
+    settings: &Settings,
+    base: &str,
+    sku: &Sku,
+    facts: SkuFacts,
+) -> SkuFacts {
+    let facts_key = cache_policy::facts_key(base, sku);
+    let claimed = facts.refresh_claimed(now_ms());
+    sku_cache::put_facts(&facts_key, &claimed, settings.sku_facts_ttl_secs).await;
+    match fetch_and_fold(settings, base, sku).await {
+        Fetched::Found { facts, .. } => facts,
+        Fetched::Missing | Fetched::Failed => claimed,
     }
 }
 

@@ -1,11 +1,14 @@
 //! `UserGate`: one SQLite-backed Durable Object per shopper (named by the user id), holding that
-//! user's GCRA state, idempotency records and units bought per SKU. A Durable Object runs one
+//! user's GCRA state (the purchase bucket, and the `order` bucket of `crate::orders`), idempotency
+//! records, units bought per SKU (with when the origin last confirmed the count) and the orders
+//! whose cancellation gave units back. A Durable Object runs one
 //! event at a time, and `begin`/`finish` read, decide ([`crate::gate`]) and write without an
 //! `.await` in between, so each call is atomic for the user: the rate limit is exact and two
 //! requests with the same key cannot both be forwarded. There is no global object: load spreads
 //! with the users.
 //!
-//! Completed records are purged by an alarm once older than `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
+//! Completed records (and returned-order marks) are purged by an alarm once older than
+//! `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
 
 use std::cell::Cell;
 
@@ -23,7 +26,8 @@ use crate::gate::{self, Effects, RecordChange, Snapshot};
 use crate::gcra::Policy;
 use crate::idempotency::{Record, State as RecordState};
 use crate::protocol::{
-    BEGIN_PATH, BeginReply, BeginRequest, FINISH_PATH, FinishReply, FinishRequest,
+    BEGIN_PATH, BeginReply, BeginRequest, FINISH_PATH, FinishReply, FinishRequest, LIMIT_PATH,
+    LimitRequest, RETURNED_PATH, RateOutcome, ReturnedReply, ReturnedRequest,
 };
 
 use super::http::now_ms;
@@ -53,6 +57,18 @@ CREATE TABLE IF NOT EXISTS units_bought (
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS gcra_buckets (
+    name TEXT PRIMARY KEY,
+    tat_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS units_counted_at (
+    sku TEXT PRIMARY KEY,
+    counted_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS returned_orders (
+    order_id TEXT PRIMARY KEY,
+    updated_ms INTEGER NOT NULL
 );
 ";
 
@@ -108,6 +124,22 @@ impl DurableObject for UserGate {
                 }
                 Response::from_json(&reply)
             }
+            LIMIT_PATH => {
+                let Ok(input) = req.json::<LimitRequest>().await else {
+                    return Response::error("bad limit", 400);
+                };
+                Response::from_json(&self.limit(&input)?)
+            }
+            RETURNED_PATH => {
+                let Ok(input) = req.json::<ReturnedRequest>().await else {
+                    return Response::error("bad returned", 400);
+                };
+                let reply = self.returned(&input)?;
+                if reply.applied {
+                    self.arm_alarm().await;
+                }
+                Response::from_json(&reply)
+            }
             _ => Response::error("not found", 404),
         }
     }
@@ -116,16 +148,25 @@ impl DurableObject for UserGate {
         let sql = self.sql()?;
         let retention_ms = i64::from(self.retention_secs()) * 1_000;
         let now = now_ms();
+        let cutoff = gate::purge_cutoff_ms(now, retention_ms);
         sql.exec(
             "DELETE FROM idempotency WHERE updated_ms < ?",
-            vec![gate::purge_cutoff_ms(now, retention_ms).into()],
+            vec![cutoff.into()],
+        )?;
+        sql.exec(
+            "DELETE FROM returned_orders WHERE updated_ms < ?",
+            vec![cutoff.into()],
         )?;
         #[derive(Deserialize)]
         struct Oldest {
             oldest: Option<i64>,
         }
         let oldest = sql
-            .exec("SELECT MIN(updated_ms) AS oldest FROM idempotency", None)?
+            .exec(
+                "SELECT MIN(updated_ms) AS oldest FROM \
+                 (SELECT updated_ms FROM idempotency UNION ALL SELECT updated_ms FROM returned_orders)",
+                None,
+            )?
             .one::<Oldest>()?
             .oldest;
         if let Some(oldest) = oldest {
@@ -157,6 +198,11 @@ struct RecordRow {
 #[derive(Deserialize)]
 struct UnitsRow {
     units: i64,
+}
+
+#[derive(Deserialize)]
+struct CountedRow {
+    counted_ms: i64,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +276,12 @@ impl UserGate {
                 vec![input.sku.as_str().into()],
             )?
             .map_or(0, |r| r.units),
+            counted_ms: first::<CountedRow>(
+                &sql,
+                "SELECT counted_ms FROM units_counted_at WHERE sku = ?",
+                vec![input.sku.as_str().into()],
+            )?
+            .map(|r| r.counted_ms),
         };
         sql.exec(
             "INSERT INTO counters (name, value) VALUES ('attempt', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
@@ -245,6 +297,67 @@ impl UserGate {
         let stored = effects.record.stores_done();
         Self::apply(&sql, &input.key, &input.sku, effects)?;
         Ok((reply, stored))
+    }
+
+    /// `limit`, synchronously: one request of the named bucket.
+    fn limit(&self, input: &LimitRequest) -> worker::Result<RateOutcome> {
+        let sql = self.sql()?;
+        let policy = Policy::new(&input.rate.name, input.rate.quota, input.rate.window_secs)
+            .map_err(|e| Error::RustError(format!("rate policy: {e}")))?;
+        let tat = first::<TatRow>(
+            &sql,
+            "SELECT tat_us FROM gcra_buckets WHERE name = ?",
+            vec![input.rate.name.as_str().into()],
+        )?
+        .map(|r| r.tat_us);
+        let (outcome, new_tat) = gate::limit(&policy, tat, now_ms());
+        if let Some(tat) = new_tat {
+            sql.exec(
+                "INSERT INTO gcra_buckets (name, tat_us) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET tat_us = excluded.tat_us",
+                vec![
+                    input.rate.name.as_str().into(),
+                    SqlStorageValue::try_from_i64(tat)?,
+                ],
+            )?;
+        }
+        Ok(outcome)
+    }
+
+    /// `returned`, synchronously: the units of a cancelled order leave the user's count, once.
+    fn returned(&self, input: &ReturnedRequest) -> worker::Result<ReturnedReply> {
+        #[derive(Deserialize)]
+        struct Seen {
+            #[allow(dead_code)]
+            order_id: String,
+        }
+        let sql = self.sql()?;
+        let already = first::<Seen>(
+            &sql,
+            "SELECT order_id FROM returned_orders WHERE order_id = ?",
+            vec![input.order_id.as_str().into()],
+        )?
+        .is_some();
+        let bought = first::<UnitsRow>(
+            &sql,
+            "SELECT units FROM units_bought WHERE sku = ?",
+            vec![input.sku.as_str().into()],
+        )?
+        .map_or(0, |r| r.units);
+        let delta = gate::returned_delta(bought, input.qty, already);
+        if already {
+            return Ok(ReturnedReply { applied: false });
+        }
+        sql.exec(
+            "INSERT INTO returned_orders (order_id, updated_ms) VALUES (?, ?)",
+            vec![input.order_id.as_str().into(), now_ms().into()],
+        )?;
+        if delta != 0 {
+            sql.exec(
+                "UPDATE units_bought SET units = units + ? WHERE sku = ?",
+                vec![delta.into(), input.sku.as_str().into()],
+            )?;
+        }
+        Ok(ReturnedReply { applied: true })
     }
 
     /// `finish`, synchronously; returns the reply and whether a completed record was stored.
@@ -295,6 +408,12 @@ impl UserGate {
             sql.exec(
                 "INSERT INTO units_bought (sku, units) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET units = units + excluded.units",
                 vec![sku.into(), effects.bought_delta.into()],
+            )?;
+        }
+        if effects.count_confirmed {
+            sql.exec(
+                "INSERT INTO units_counted_at (sku, counted_ms) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET counted_ms = excluded.counted_ms",
+                vec![sku.into(), now_ms().into()],
             )?;
         }
         Ok(())
@@ -354,5 +473,14 @@ impl UserGateClient {
 
     pub(crate) async fn finish(&self, input: &FinishRequest) -> worker::Result<FinishReply> {
         self.call(FINISH_PATH, serde_json::to_string(input)?).await
+    }
+
+    pub(crate) async fn limit(&self, input: &LimitRequest) -> worker::Result<RateOutcome> {
+        self.call(LIMIT_PATH, serde_json::to_string(input)?).await
+    }
+
+    pub(crate) async fn returned(&self, input: &ReturnedRequest) -> worker::Result<ReturnedReply> {
+        self.call(RETURNED_PATH, serde_json::to_string(input)?)
+            .await
     }
 }
