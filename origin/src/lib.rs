@@ -13,6 +13,7 @@ pub mod body;
 mod layout;
 pub mod metrics;
 pub mod openapi;
+pub mod payments;
 pub mod problem;
 pub mod pseudonym;
 pub mod purchase;

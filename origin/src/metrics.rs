@@ -26,6 +26,25 @@ pub struct SignatureLabels {
     pub kid: String,
 }
 
+/// Label set of `origin_payment_events_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PaymentEventLabels {
+    /// The event type the origin acts on (`payment_intent.succeeded`, …) or `other`.
+    pub r#type: &'static str,
+    /// What the delivery did: `applied`, `refund_due`, `already_refunded`, `ignored_state`,
+    /// `unknown_order`, `ignored_type`, `ignored_unpaid`, `ignored_partial_refund`, `duplicate`
+    /// (an event already decided), `invalid` (a verified body that is not an event) or
+    /// `unavailable` (503, retried by the provider).
+    pub result: &'static str,
+}
+
+/// Label set of `origin_webhook_signature_failures_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignatureFailureLabels {
+    /// `missing`, `malformed`, `no_v1`, `too_old`, `in_future` or `mismatch`.
+    pub reason: &'static str,
+}
+
 /// Label set of `origin_http_connections_closed_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
@@ -85,6 +104,12 @@ pub struct Metrics {
     /// `origin_http_connections_closed_total{reason}`: connections the server closed on its own
     /// initiative (timeouts, reclaimed at the connection cap).
     pub http_closed: Family<CloseLabels, Counter>,
+    /// `origin_payment_events_total{type,result}`: payment webhook deliveries with a valid
+    /// signature, by event type and what they did.
+    pub payment_events: Family<PaymentEventLabels, Counter>,
+    /// `origin_webhook_signature_failures_total{reason}`: payment webhook deliveries refused
+    /// with 400 `webhook_signature`.
+    pub webhook_signature_failures: Family<SignatureFailureLabels, Counter>,
     /// Redlock's own metrics (`redlock_*`).
     pub redlock: RedlockMetrics,
 }
@@ -116,6 +141,8 @@ impl Metrics {
             in_flight: Gauge::default(),
             http_connections: Gauge::default(),
             http_closed: Family::default(),
+            payment_events: Family::default(),
+            webhook_signature_failures: Family::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
         let r = &mut registry;
@@ -224,7 +251,34 @@ impl Metrics {
             "HTTP connections closed by the server on its own initiative, by reason",
             metrics.http_closed.clone(),
         );
+        r.register(
+            "origin_payment_events",
+            "Payment webhook deliveries with a valid signature, by event type and result",
+            metrics.payment_events.clone(),
+        );
+        r.register(
+            "origin_webhook_signature_failures",
+            "Payment webhook deliveries refused for their signature, by reason",
+            metrics.webhook_signature_failures.clone(),
+        );
         (metrics, registry)
+    }
+
+    /// Counts one verified payment webhook delivery.
+    pub fn count_payment_event(&self, kind: &'static str, result: &'static str) {
+        self.payment_events
+            .get_or_create(&PaymentEventLabels {
+                r#type: kind,
+                result,
+            })
+            .inc();
+    }
+
+    /// Counts one payment webhook delivery refused for its signature.
+    pub fn count_webhook_signature_failure(&self, reason: &'static str) {
+        self.webhook_signature_failures
+            .get_or_create(&SignatureFailureLabels { reason })
+            .inc();
     }
 
     /// Counts one connection closed by the server for `reason`.

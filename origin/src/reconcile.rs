@@ -9,7 +9,11 @@
 //! - each user's `user_units` counter (what the cap is enforced from) equals the units in the
 //!   user's orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
-//!   retention has its stored 201.
+//!   retention has its stored 201;
+//! - every payment event that acted on an order (`applied`, `refund_due`, `already_refunded`)
+//!   names an existing order, and no event stays `pending` (a delivery that failed half-way)
+//!   longer than [`STUCK_EVENT_AFTER`] — Stripe retries a failed delivery for three days, a
+//!   retry decides it, so one still pending after that was never retried.
 //!
 //! The queries themselves live in the store layer (`store::books`); this module turns their rows
 //! into the report.
@@ -21,6 +25,10 @@ use sqlx::PgPool;
 
 use crate::pseudonym::Pseudonyms;
 use crate::store::{StoreError, books};
+
+/// A payment event still `pending` this long after it arrived is reported (Stripe retries a
+/// failed delivery for up to three days).
+pub const STUCK_EVENT_AFTER: Duration = Duration::from_secs(4 * 24 * 3600);
 
 /// One thing that does not add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +58,15 @@ pub enum Discrepancy {
     AnswerWithoutOrder { user: String, key: String },
     /// An order (younger than the retention) without its stored 201.
     OrderWithoutAnswer { order_id: String },
+    /// A payment event recorded as having acted on an order that does not exist.
+    EventWithoutOrder {
+        event_id: String,
+        event_type: String,
+        result: String,
+        order_id: Option<String>,
+    },
+    /// A payment event whose delivery never finished and was never retried.
+    StuckEvent { event_id: String },
 }
 
 impl fmt::Display for Discrepancy {
@@ -89,6 +106,20 @@ impl fmt::Display for Discrepancy {
             Self::OrderWithoutAnswer { order_id } => {
                 write!(f, "order {order_id} has no stored 201")
             }
+            Self::EventWithoutOrder {
+                event_id,
+                event_type,
+                result,
+                order_id,
+            } => write!(
+                f,
+                "payment event {event_id} ({event_type}) is recorded {result} but its order {} does not exist",
+                order_id.as_deref().unwrap_or("(none)")
+            ),
+            Self::StuckEvent { event_id } => write!(
+                f,
+                "payment event {event_id} is still pending: its delivery never finished and was not retried"
+            ),
         }
     }
 }
@@ -105,7 +136,10 @@ impl Discrepancy {
                 *key = pseudonyms.key(user, key).to_string();
                 *user = pseudonyms.user(user).to_string();
             }
-            Self::StockMismatch { .. } | Self::OrderWithoutAnswer { .. } => {}
+            Self::StockMismatch { .. }
+            | Self::OrderWithoutAnswer { .. }
+            | Self::EventWithoutOrder { .. }
+            | Self::StuckEvent { .. } => {}
         }
         d
     }
@@ -155,6 +189,20 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .await?
             .into_iter()
             .map(|order_id| Discrepancy::OrderWithoutAnswer { order_id }),
+    );
+    found.extend(books::events_without_order(pool).await?.into_iter().map(|r| {
+        Discrepancy::EventWithoutOrder {
+            event_id: r.event_id,
+            event_type: r.event_type,
+            result: r.result,
+            order_id: r.order_id,
+        }
+    }));
+    found.extend(
+        books::stuck_events(pool, STUCK_EVENT_AFTER)
+            .await?
+            .into_iter()
+            .map(|event_id| Discrepancy::StuckEvent { event_id }),
     );
     Ok(found)
 }

@@ -15,6 +15,8 @@ pub enum ErrorCode {
     MissingIdempotencyKey,
     /// 401 (origin): missing, malformed, expired or forged `Flashgate-Signature`/`Flashgate-User`.
     BadSignature,
+    /// 400: a payment provider webhook whose signature is missing, malformed, stale or forged.
+    WebhookSignature,
     /// 401: admin endpoint without the right bearer token.
     Unauthorized,
     /// 401 (edge): missing, malformed, forged, expired or non-HS256 shopper token.
@@ -53,6 +55,7 @@ impl ErrorCode {
             Self::InvalidRequest => "invalid_request",
             Self::MissingIdempotencyKey => "missing_idempotency_key",
             Self::BadSignature => "bad_signature",
+            Self::WebhookSignature => "webhook_signature",
             Self::Unauthorized => "unauthorized",
             Self::Unauthenticated => "unauthenticated",
             Self::UnknownSku => "unknown_sku",
@@ -73,7 +76,7 @@ impl ErrorCode {
 
     pub const fn status(self) -> u16 {
         match self {
-            Self::InvalidRequest | Self::MissingIdempotencyKey => 400,
+            Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
             Self::UnknownSku | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -93,6 +96,7 @@ impl ErrorCode {
             Self::InvalidRequest => "Invalid request",
             Self::MissingIdempotencyKey => "Missing Idempotency-Key",
             Self::BadSignature => "Bad signature",
+            Self::WebhookSignature => "Bad webhook signature",
             Self::Unauthorized => "Unauthorized",
             Self::Unauthenticated => "Unauthenticated",
             Self::UnknownSku => "Unknown SKU",
@@ -176,6 +180,7 @@ mod tests {
             ErrorCode::Unavailable,
             ErrorCode::RequestTimeout,
             ErrorCode::HeadersTooLarge,
+            ErrorCode::WebhookSignature,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

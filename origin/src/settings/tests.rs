@@ -432,3 +432,22 @@ fn configuration_doc_lists_every_variable_with_its_default() {
     }
     assert!(table.contains("| `BATCH_MAX` | `500` |"), "{table}");
 }
+
+#[test]
+fn payment_webhook_secrets_are_optional_listed_checked_and_never_shown() {
+    let s = with(&[]).expect("defaults");
+    assert!(s.payment_webhook_secrets.is_none(), "off unless configured");
+    let s = with(&[(
+        "PAYMENT_WEBHOOK_SECRETS",
+        "whsec_new_0123456789abcdef, whsec_old_0123456789abcdef",
+    )])
+    .expect("two secrets");
+    assert_eq!(s.payment_webhook_secrets.as_ref().map(|w| w.len()), Some(2));
+    let shown = format!("{s:?}");
+    assert!(!shown.contains("whsec_"), "{shown}");
+    for bad in ["whsec_short", "whsec_new_0123456789abcdef,", ","] {
+        let err = with(&[("PAYMENT_WEBHOOK_SECRETS", bad)]).expect_err(bad);
+        assert!(err.to_string().contains("PAYMENT_WEBHOOK_SECRETS"), "{err}");
+        assert!(!err.to_string().contains("whsec_"), "{err}");
+    }
+}
