@@ -12,6 +12,8 @@ use tokio::net::TcpListener;
 
 use crate::auth::Credentials;
 use crate::metrics::Metrics;
+use crate::orders::OrderService;
+use crate::orders::queue::HoldQueue;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::Context;
 use crate::purchase::PurchaseService;
@@ -32,6 +34,8 @@ pub struct Application {
     state: AppState,
     http: HttpSettings,
     purge: tokio::task::JoinHandle<()>,
+    /// The hold expiry loop (`orders::expiry`).
+    expiry: tokio::task::JoinHandle<()>,
 }
 
 impl Application {
@@ -83,10 +87,12 @@ impl Application {
             quorum_loss_grace: settings.redlock_quorum_loss_grace,
             ..RedlockConfig::default()
         };
-        let lock = Redlock::connect_clients(clients, config, metrics.redlock.clone())
+        let lock = Redlock::connect_clients(clients.clone(), config, metrics.redlock.clone())
             .await
             .context("configuring Redlock from REDIS_URLS")?
             .with_audit(telemetry::LockAudit);
+        // The holds' delayed queue lives on the first Redis node (docs/reliability.md).
+        let holds = HoldQueue::new(clients.first().cloned(), &settings.redis_key_prefix);
         let purchases = PurchaseService::new(Context {
             pool: pool.clone(),
             lock: lock.clone(),
@@ -94,7 +100,10 @@ impl Application {
             metrics: metrics.clone(),
             settings: settings.purchase.clone(),
             key_prefix: settings.redis_key_prefix.clone(),
+            holds: holds.clone(),
         });
+        let orders = OrderService::new(purchases.shared_context());
+        let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
         let pseudonyms = match &settings.log_hash_key {
@@ -118,11 +127,17 @@ impl Application {
             edge_key_ids = ?settings.edge_secrets.kids().map(|k| k.as_str()).collect::<Vec<_>>(),
             accept_signature_v1 = settings.accept_signature_v1,
             admin_tokens = settings.admin_tokens.len(),
+            payment_webhook_secrets = settings.payment_webhook_secrets.as_ref().map_or(0, |w| w.len()),
             "credentials loaded"
         );
+        let payments = settings.payment_webhook_secrets.clone().map(|secrets| {
+            crate::payments::PaymentWebhooks::new(secrets, pool.clone(), orders.clone())
+        });
         let state = AppState {
             pool,
             purchases,
+            orders,
+            payments,
             lock,
             metrics,
             registry: Arc::new(registry),
@@ -143,6 +158,7 @@ impl Application {
             state,
             http: settings.http.clone(),
             purge,
+            expiry,
         })
     }
 
@@ -167,6 +183,7 @@ impl Application {
         let app = routes::router(self.state, (&self.http).into());
         server::serve(self.listener, app, &self.http, metrics, shutdown).await;
         self.purge.abort();
+        self.expiry.abort();
         tracing::info!("origin stopped");
         Ok(())
     }

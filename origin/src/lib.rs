@@ -14,6 +14,7 @@ mod layout;
 pub mod metrics;
 pub mod openapi;
 pub mod payments;
+pub mod orders;
 pub mod problem;
 pub mod pseudonym;
 pub mod purchase;

@@ -45,6 +45,13 @@ pub struct SignatureFailureLabels {
     pub reason: &'static str,
 }
 
+/// Label set of `origin_returns_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReturnLabels {
+    /// Why units went back on sale: `expired`, `cancelled`, `refunded`.
+    pub reason: &'static str,
+}
+
 /// Label set of `origin_http_connections_closed_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
@@ -110,6 +117,20 @@ pub struct Metrics {
     /// `origin_webhook_signature_failures_total{reason}`: payment webhook deliveries refused
     /// with 400 `webhook_signature`.
     pub webhook_signature_failures: Family<SignatureFailureLabels, Counter>,
+    /// `origin_holds_active`: orders held right now, across all processes (read from the
+    /// database by the expiry loop every few seconds).
+    pub holds_active: Gauge,
+    /// `origin_holds_overdue`: holds more than 60 s past their `expires_at` (a stuck expiry).
+    pub holds_overdue: Gauge,
+    /// `origin_hold_expiries_total`: holds this process expired.
+    pub hold_expiries: Counter,
+    /// `origin_hold_expiry_lag_seconds`: from a hold's `expires_at` to the write of its expiry.
+    pub expiry_lag: Histogram,
+    /// `origin_returns_total{reason}`: orders whose units this process put back on sale.
+    pub returns: Family<ReturnLabels, Counter>,
+    /// `origin_refund_due_total`: payments that arrived after their hold expired, when no unit
+    /// could be taken again: the order is `refund_due`, the money must go back.
+    pub refund_due: Counter,
     /// Redlock's own metrics (`redlock_*`).
     pub redlock: RedlockMetrics,
 }
@@ -143,6 +164,17 @@ impl Metrics {
             http_closed: Family::default(),
             payment_events: Family::default(),
             webhook_signature_failures: Family::default(),
+            holds_active: Gauge::default(),
+            holds_overdue: Gauge::default(),
+            hold_expiries: Counter::default(),
+            expiry_lag: Histogram::new(
+                [
+                    0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
+                ]
+                .into_iter(),
+            ),
+            returns: Family::default(),
+            refund_due: Counter::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
         let r = &mut registry;
@@ -261,6 +293,36 @@ impl Metrics {
             "Payment webhook deliveries refused for their signature, by reason",
             metrics.webhook_signature_failures.clone(),
         );
+        r.register(
+            "origin_holds_active",
+            "Orders held right now, awaiting payment (all processes)",
+            metrics.holds_active.clone(),
+        );
+        r.register(
+            "origin_holds_overdue",
+            "Holds more than 60 s past their expires_at (a stuck expiry)",
+            metrics.holds_overdue.clone(),
+        );
+        r.register(
+            "origin_hold_expiries",
+            "Holds expired by this process (their units back on sale)",
+            metrics.hold_expiries.clone(),
+        );
+        r.register(
+            "origin_hold_expiry_lag_seconds",
+            "From a hold's expires_at to the write of its expiry",
+            metrics.expiry_lag.clone(),
+        );
+        r.register(
+            "origin_returns",
+            "Orders whose units this process put back on sale, by reason",
+            metrics.returns.clone(),
+        );
+        r.register(
+            "origin_refund_due",
+            "Payments that arrived after their hold expired when no unit could be taken again",
+            metrics.refund_due.clone(),
+        );
         (metrics, registry)
     }
 
@@ -279,6 +341,13 @@ impl Metrics {
         self.webhook_signature_failures
             .get_or_create(&SignatureFailureLabels { reason })
             .inc();
+    }
+
+    /// Counts `n` orders whose units went back on sale for `reason`.
+    pub fn count_return(&self, reason: &'static str, n: u64) {
+        self.returns
+            .get_or_create(&ReturnLabels { reason })
+            .inc_by(n);
     }
 
     /// Counts one connection closed by the server for `reason`.

@@ -27,10 +27,13 @@ use utoipa::OpenApi;
         shared::SkuView,
         shared::SkuUpsert,
         shared::Problem,
-        shared::ErrorCode
+        shared::ErrorCode,
+        shared::OrderView,
+        shared::OrderStatus,
+        shared::RefundRequest
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "catalogue"), (name = "admin"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "payments"), (name = "catalogue"), (name = "admin"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

@@ -14,6 +14,8 @@ pub const RETRY_AFTER_SECS: u64 = 1;
 pub struct ApiError {
     code: ErrorCode,
     detail: String,
+    /// `order_state` only: the order's current state.
+    current: Option<String>,
 }
 
 impl ApiError {
@@ -21,7 +23,14 @@ impl ApiError {
         Self {
             code,
             detail: detail.into(),
+            current: None,
         }
+    }
+
+    /// This error with the problem's `current` member (the order's state, for `order_state`).
+    pub fn with_current(mut self, current: impl Into<String>) -> Self {
+        self.current = Some(current.into());
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -39,7 +48,9 @@ impl ApiError {
 
     /// The problem this error answers with.
     pub fn problem(&self) -> Problem {
-        Problem::new(self.code, self.detail.clone())
+        let mut problem = Problem::new(self.code, self.detail.clone());
+        problem.current.clone_from(&self.current);
+        problem
     }
 
     /// 500 `internal`: a bug. The cause is logged, never sent.
@@ -70,7 +81,7 @@ pub fn problem_response(status: u16, body: String) -> Response {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let problem = Problem::new(self.code, self.detail);
+        let problem = self.problem();
         problem_response(problem.status, problem.to_json())
     }
 }

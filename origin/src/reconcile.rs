@@ -2,18 +2,24 @@
 //! discrepancy. Run by `origin reconcile` (exit code 1 when anything is off) and periodically by
 //! the server, which exports the count as `origin_reconcile_discrepancies`.
 //!
-//! Checks, per SKU and sale generation (a PUT starts a new generation):
-//! - units put on sale − units remaining == units in the generation's orders (no oversell, no
-//!   lost decrement);
-//! - no user holds more units of the generation than `max_per_user`;
+//! Checks, per SKU and sale generation (a PUT starts a new generation; replaced ones keep their
+//! books in `sku_generations`):
+//! - units put on sale − units remaining − units written off (refunds without restock) == units
+//!   in the generation's held, confirmed and paid orders == the generation's `units_out` counter
+//!   (no oversell, no lost decrement, no lost or doubled return);
+//! - no user holds more units (held, confirmed, paid) of the generation than `max_per_user`;
 //! - each user's `user_units` counter (what the cap is enforced from) equals the units in the
-//!   user's orders of the SKU, across generations;
+//!   user's held, confirmed and paid orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
 //!   retention has its stored 201;
 //! - every payment event that acted on an order (`applied`, `refund_due`, `already_refunded`)
 //!   names an existing order, and no event stays `pending` (a delivery that failed half-way)
 //!   longer than [`STUCK_EVENT_AFTER`] — Stripe retries a failed delivery for three days, a
 //!   retry decides it, so one still pending after that was never retried.
+//! - `refund_due` orders (a payment that came after its hold expired, with no unit left): listed
+//!   until refunded;
+//! - every paid order has its payment record (`order_payments`);
+//! - no hold is more than a minute past its `expires_at` (a stuck expiry timer).
 //!
 //! The queries themselves live in the store layer (`store::books`); this module turns their rows
 //! into the report.
@@ -33,11 +39,14 @@ pub const STUCK_EVENT_AFTER: Duration = Duration::from_secs(4 * 24 * 3600);
 /// One thing that does not add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Discrepancy {
-    /// `initial - remaining != sold` for the SKU's current generation.
+    /// `initial - remaining - written off != taken` for a generation of the SKU (`None`: the
+    /// current one).
     StockMismatch {
         sku: String,
+        earlier_generation: Option<i64>,
         initial: i64,
         remaining: i64,
+        written_off: i64,
         units_in_orders: i64,
     },
     /// A user holds more units of the current generation than the cap.
@@ -67,6 +76,12 @@ pub enum Discrepancy {
     },
     /// A payment event whose delivery never finished and was never retried.
     StuckEvent { event_id: String },
+    /// A payment arrived after the hold expired and no unit could be taken: refund it.
+    RefundDue { order_id: String, sku: String },
+    /// A paid order without its payment record.
+    PaidWithoutPayment { order_id: String, sku: String },
+    /// A hold more than a minute past its `expires_at`.
+    StuckHold { order_id: String, sku: String },
 }
 
 impl fmt::Display for Discrepancy {
@@ -74,14 +89,26 @@ impl fmt::Display for Discrepancy {
         match self {
             Self::StockMismatch {
                 sku,
+                earlier_generation,
                 initial,
                 remaining,
+                written_off,
                 units_in_orders,
-            } => write!(
-                f,
-                "sku {sku}: {initial} on sale - {remaining} remaining = {} but orders hold {units_in_orders} units",
-                initial - remaining
-            ),
+            } => {
+                write!(f, "sku {sku}")?;
+                if let Some(g) = earlier_generation {
+                    write!(f, " (replaced generation {g})")?;
+                }
+                write!(f, ": {initial} on sale - {remaining} remaining")?;
+                if *written_off != 0 {
+                    write!(f, " - {written_off} written off")?;
+                }
+                write!(
+                    f,
+                    " = {} but orders hold {units_in_orders} units",
+                    initial - remaining - written_off
+                )
+            }
             Self::AboveCap {
                 sku,
                 user,
@@ -120,6 +147,20 @@ impl fmt::Display for Discrepancy {
                 f,
                 "payment event {event_id} is still pending: its delivery never finished and was not retried"
             ),
+            Self::RefundDue { order_id, sku } => write!(
+                f,
+                "sku {sku}: order {order_id} is refund_due (paid after its hold expired; refund it)"
+            ),
+            Self::PaidWithoutPayment { order_id, sku } => {
+                write!(
+                    f,
+                    "sku {sku}: order {order_id} is paid without a payment record"
+                )
+            }
+            Self::StuckHold { order_id, sku } => write!(
+                f,
+                "sku {sku}: hold {order_id} is more than 60 s past its expires_at (stuck expiry)"
+            ),
         }
     }
 }
@@ -139,7 +180,10 @@ impl Discrepancy {
             Self::StockMismatch { .. }
             | Self::OrderWithoutAnswer { .. }
             | Self::EventWithoutOrder { .. }
-            | Self::StuckEvent { .. } => {}
+            | Self::StuckEvent { .. }
+            | Self::RefundDue { .. }
+            | Self::PaidWithoutPayment { .. }
+            | Self::StuckHold { .. } => {}
         }
         d
     }
@@ -151,8 +195,10 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
     found.extend(books::stock_mismatches(pool).await?.into_iter().map(|r| {
         Discrepancy::StockMismatch {
             sku: r.sku,
+            earlier_generation: (!r.current).then_some(r.generation),
             initial: r.initial_stock,
             remaining: r.stock,
+            written_off: r.written_off,
             units_in_orders: r.units_in_orders,
         }
     }));
@@ -203,6 +249,33 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .await?
             .into_iter()
             .map(|event_id| Discrepancy::StuckEvent { event_id }),
+    );
+    found.extend(
+        books::refund_due(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::RefundDue {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
+    );
+    found.extend(
+        books::paid_without_payment(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::PaidWithoutPayment {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
+    );
+    found.extend(
+        books::stuck_holds(pool, crate::orders::expiry::OVERDUE)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::StuckHold {
+                order_id: r.order_id,
+                sku: r.sku,
+            }),
     );
     Ok(found)
 }

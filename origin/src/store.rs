@@ -37,13 +37,16 @@ use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 mod batch;
 pub(crate) mod books;
 pub mod payments;
+pub mod orders;
 
 pub use batch::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer, decide_batch};
 
-/// A SKU's sale as of one read: the generation (bumped by every PUT) and the units left.
+/// A SKU's sale as of one read: the generation (bumped by every PUT), the return epoch (bumped
+/// by every transaction that puts units back into the generation's stock) and the units left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaleState {
     pub generation: i64,
+    pub returns: i64,
     pub stock: i64,
 }
 
@@ -185,47 +188,103 @@ pub struct UpsertedSku {
     pub view: SkuView,
     /// 1 for a new SKU; every PUT of an existing SKU adds one.
     pub generation: i64,
+    /// The SKU's return epoch (unchanged by a PUT).
+    pub returns: i64,
 }
 
-/// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`.
+/// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`. The
+/// generation it replaces moves to `sku_generations` with its books, in the same transaction,
+/// under the SKU row lock (so no batch or return can move units between the two).
 pub async fn upsert_sku(
     pool: &PgPool,
     sku: &Sku,
     sale: &SkuUpsert,
 ) -> Result<UpsertedSku, StoreError> {
-    let row = sqlx::query!(
-        "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user)
-         VALUES ($1, $2, $3, $4, $4, $5)
-         ON CONFLICT (sku) DO UPDATE SET
-             name = EXCLUDED.name, price_cents = EXCLUDED.price_cents,
-             initial_stock = EXCLUDED.initial_stock, stock = EXCLUDED.stock,
-             max_per_user = EXCLUDED.max_per_user, generation = skus.generation + 1, updated_at = now()
-         RETURNING sku, name, price_cents, stock, max_per_user, generation",
-        sku.as_str(),
-        &sale.name,
-        sale.price_cents,
-        sale.stock,
-        sale.max_per_user,
-    )
-    .fetch_one(pool)
-    .await?;
-    Ok(UpsertedSku {
-        view: SkuView {
-            sku: row.sku,
-            name: row.name,
-            price_cents: row.price_cents,
-            stock: row.stock,
-            max_per_user: row.max_per_user,
-        },
-        generation: row.generation,
-    })
+    let hold_secs = sale
+        .hold_secs
+        .map_or(0, |h| i32::try_from(h).unwrap_or(i32::MAX));
+    loop {
+        let mut tx = pool.begin().await?;
+        let archived = sqlx::query!(
+            "INSERT INTO sku_generations (sku, generation, initial_stock, stock, units_out, written_off)
+             SELECT sku, generation, initial_stock, stock, units_out, written_off
+             FROM skus WHERE sku = $1 FOR UPDATE",
+            sku.as_str(),
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let row = if archived == 1 {
+            sqlx::query_as!(
+                UpsertRow,
+                "UPDATE skus SET
+                     name = $2, price_cents = $3, initial_stock = $4, stock = $4, max_per_user = $5,
+                     hold_secs = $6, units_out = 0, written_off = 0, generation = generation + 1,
+                     updated_at = now()
+                 WHERE sku = $1
+                 RETURNING sku, name, price_cents, stock, max_per_user, generation, returns",
+                sku.as_str(),
+                &sale.name,
+                sale.price_cents,
+                sale.stock,
+                sale.max_per_user,
+                hold_secs,
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+        } else {
+            // A new SKU; another PUT creating it at the same moment makes this one retry as a
+            // replacement.
+            sqlx::query_as!(
+                UpsertRow,
+                "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs)
+                 VALUES ($1, $2, $3, $4, $4, $5, $6)
+                 ON CONFLICT (sku) DO NOTHING
+                 RETURNING sku, name, price_cents, stock, max_per_user, generation, returns",
+                sku.as_str(),
+                &sale.name,
+                sale.price_cents,
+                sale.stock,
+                sale.max_per_user,
+                hold_secs,
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+        };
+        let Some(row) = row else {
+            tx.rollback().await?;
+            continue;
+        };
+        tx.commit().await?;
+        return Ok(UpsertedSku {
+            view: SkuView {
+                sku: row.sku,
+                name: row.name,
+                price_cents: row.price_cents,
+                stock: row.stock,
+                max_per_user: row.max_per_user,
+            },
+            generation: row.generation,
+            returns: row.returns,
+        });
+    }
 }
 
-/// A SKU's generation and stock by primary key, without any lock (`None`: no such SKU).
+struct UpsertRow {
+    sku: String,
+    name: String,
+    price_cents: i64,
+    stock: i64,
+    max_per_user: i32,
+    generation: i64,
+    returns: i64,
+}
+
+/// A SKU's generation, return epoch and stock by primary key, without any lock (`None`: no such SKU).
 pub async fn sale_state(pool: &PgPool, sku: &Sku) -> Result<Option<SaleState>, StoreError> {
     let row = sqlx::query_as!(
         SaleState,
-        "SELECT generation, stock FROM skus WHERE sku = $1",
+        "SELECT generation, returns, stock FROM skus WHERE sku = $1",
         sku.as_str(),
     )
     .fetch_optional(pool)

@@ -3,6 +3,7 @@
 //! - [`domain`]: newtypes that parse once at the boundary (`Sku`, `UserId`, `Quantity`,
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
+//! - [`orders`]: order states, the order view and the refund body.
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
 //! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
 //!   origin verifies.
@@ -15,12 +16,14 @@
 
 pub mod domain;
 pub mod headers;
+pub mod orders;
 pub mod problem;
 pub mod secrets;
 pub mod signing;
 pub mod wire;
 
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
+pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};
 pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
 pub use wire::{PurchaseRequest, PurchaseResponse, SkuUpsert, SkuView};

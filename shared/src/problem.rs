@@ -43,6 +43,10 @@ pub enum ErrorCode {
     HeadersTooLarge,
     /// 429 (edge): per-user rate limit.
     RateLimited,
+    /// 404: no such order (or, for a shopper, not one of theirs).
+    OrderNotFound,
+    /// 409: the order's state does not allow this transition (the problem carries `current`).
+    OrderState,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
     Unavailable,
     /// 500: a bug. Never caused by client input or a failing dependency.
@@ -69,6 +73,8 @@ impl ErrorCode {
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::HeadersTooLarge => "headers_too_large",
             Self::RateLimited => "rate_limited",
+            Self::OrderNotFound => "order_not_found",
+            Self::OrderState => "order_state",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -78,9 +84,11 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
-            Self::UnknownSku | Self::NotFound => 404,
+            Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight => 409,
+            Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight | Self::OrderState => {
+                409
+            }
             Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::IdempotencyKeyReused => 422,
@@ -110,6 +118,8 @@ impl ErrorCode {
             Self::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
             Self::HeadersTooLarge => "Request header fields too large",
             Self::RateLimited => "Rate limited",
+            Self::OrderNotFound => "Order not found",
+            Self::OrderState => "Order state does not allow this",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -137,6 +147,9 @@ pub struct Problem {
     pub status: u16,
     pub detail: String,
     pub code: ErrorCode,
+    /// `order_state` only: the order's current state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
 }
 
 impl Problem {
@@ -147,7 +160,14 @@ impl Problem {
             status: code.status(),
             detail: detail.into(),
             code,
+            current: None,
         }
+    }
+
+    /// This problem with the `current` member (for `order_state`).
+    pub fn with_current(mut self, current: impl Into<String>) -> Self {
+        self.current = Some(current.into());
+        self
     }
 
     /// The serialized body. Serializing this struct cannot fail (only strings and integers).
@@ -181,6 +201,8 @@ mod tests {
             ErrorCode::RequestTimeout,
             ErrorCode::HeadersTooLarge,
             ErrorCode::WebhookSignature,
+            ErrorCode::OrderNotFound,
+            ErrorCode::OrderState,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

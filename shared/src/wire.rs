@@ -65,7 +65,8 @@ impl PurchaseRequest {
     }
 }
 
-/// `201` body of `POST /v1/purchases`.
+/// `201` body of `POST /v1/purchases`. Answers stored before holds existed carry neither
+/// `status` nor `expires_at` (they are replayed byte for byte), so both parse as optional.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PurchaseResponse {
@@ -74,6 +75,12 @@ pub struct PurchaseResponse {
     pub qty: u32,
     pub user: String,
     pub remaining: i64,
+    /// `held` on a SKU with holds (`hold_secs`), else `confirmed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::OrderStatus>,
+    /// When the hold expires unless paid (RFC 3339 UTC); only with `"status":"held"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// The public view of a SKU's sale (`GET /v1/skus/{sku}`, admin `PUT` answer); `stock` is what
@@ -96,10 +103,17 @@ pub struct SkuUpsert {
     pub price_cents: i64,
     pub stock: i64,
     pub max_per_user: i32,
+    /// Seconds a purchase holds its units until it is paid (1..=86400); absent, `null` or 0:
+    /// purchases are confirmed at once.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_secs: Option<u32>,
 }
 
 impl SkuUpsert {
     pub const MAX_NAME_LEN: usize = 200;
+    /// Longest hold: one day.
+    pub const MAX_HOLD_SECS: u32 = 86_400;
     /// Upper bound on stock and price, far above any real sale, so sums never overflow.
     pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 
@@ -139,11 +153,19 @@ impl SkuUpsert {
             field: "max_per_user",
             reason: "too large".into(),
         })?;
+        let hold_secs = match map.get("hold_secs") {
+            None | Some(Value::Null) => None,
+            Some(_) => match int("hold_secs", 0, i64::from(Self::MAX_HOLD_SECS))? {
+                0 => None,
+                n => u32::try_from(n).ok(),
+            },
+        };
         Ok(Self {
             name,
             price_cents,
             stock,
             max_per_user,
+            hold_secs,
         })
     }
 }
@@ -188,7 +210,20 @@ mod tests {
     fn sku_upsert_validates_ranges() {
         let ok =
             SkuUpsert::from_json(br#"{"name":"Shoe","price_cents":0,"stock":0,"max_per_user":1}"#);
-        assert!(ok.is_ok());
+        assert_eq!(ok.map(|s| s.hold_secs), Ok(None));
+        let held = |v: &str| {
+            SkuUpsert::from_json(
+                format!(
+                    r#"{{"name":"S","price_cents":0,"stock":0,"max_per_user":1,"hold_secs":{v}}}"#
+                )
+                .as_bytes(),
+            )
+            .map(|s| s.hold_secs)
+        };
+        assert_eq!(held("0"), Ok(None));
+        assert_eq!(held("null"), Ok(None));
+        assert_eq!(held("900"), Ok(Some(900)));
+        assert_eq!(held("86400"), Ok(Some(86_400)));
         for bad in [
             &br#"{"name":"","price_cents":0,"stock":0,"max_per_user":1}"#[..],
             br#"{"name":"S","price_cents":-1,"stock":0,"max_per_user":1}"#,
@@ -197,6 +232,10 @@ mod tests {
             br#"{"name":"S","price_cents":0.5,"stock":0,"max_per_user":1}"#,
             br#"{"name":"S","price_cents":0,"stock":0}"#,
             br#"{"name":"a\u0000b","price_cents":0,"stock":0,"max_per_user":1}"#,
+            br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":1,"hold_secs":86401}"#,
+            br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":1,"hold_secs":-1}"#,
+            br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":1,"hold_secs":1.5}"#,
+            br#"{"name":"S","price_cents":0,"stock":0,"max_per_user":1,"hold_secs":"60"}"#,
         ] {
             assert!(
                 SkuUpsert::from_json(bad).is_err(),

@@ -330,6 +330,8 @@ async fn record(
         qty: request.qty.get(),
         user: user.as_str().to_owned(),
         remaining,
+        status: Some(shared::OrderStatus::Confirmed),
+        expires_at: None,
     };
     let body = serde_json::to_string(&answer)?;
     let written = sqlx::query(RECORD)

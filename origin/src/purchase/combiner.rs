@@ -92,6 +92,10 @@ impl Combiners {
         &self.ctx
     }
 
+    pub fn shared_context(&self) -> Arc<Context> {
+        self.ctx.clone()
+    }
+
     /// Live combiners (each removes itself when it retires).
     pub fn len(&self) -> usize {
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()

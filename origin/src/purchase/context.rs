@@ -15,6 +15,7 @@ use super::answer::{Answer, Refusal};
 use super::combiner::Job;
 use super::knowledge::SaleKnowledge;
 use crate::metrics::Metrics;
+use crate::orders::queue::{self, HoldQueue};
 use crate::settings::PurchaseSettings;
 use crate::store::{self, Attempt, BatchMode, StoreError};
 use redlock::{Lease, Pause, Redlock, RedlockError, RetryPolicy};
@@ -64,6 +65,8 @@ pub struct Context {
     /// Prefix of the Redis keys of this deployment (`REDIS_KEY_PREFIX`). The lock was built
     /// with it as its key prefix, so lock keys are passed bare (`Context::lock_key`).
     pub key_prefix: String,
+    /// The holds' delayed queue: a batch that created holds schedules their expiry there.
+    pub holds: HoldQueue,
 }
 
 impl Context {
@@ -96,7 +99,7 @@ impl Context {
     /// returned at once: retrying cannot help, so the purchases answer 503 now rather than at
     /// their deadline.
     /// [`Lease::contended`] tells whether another holder had it first (the caller waited).
-    pub(super) async fn acquire_until(
+    pub(crate) async fn acquire_until(
         &self,
         sku: &Sku,
         deadline: Instant,
@@ -164,8 +167,30 @@ impl Context {
             self.metrics
                 .units_sold
                 .inc_by(u64::try_from(res.units_sold).unwrap_or(0));
+            self.schedule_holds(sku, res);
         }
         result
+    }
+
+    /// Adds the holds a committed batch created to the delayed queue, off the request path
+    /// (a failure only leaves their expiry to the database sweep).
+    fn schedule_holds(&self, sku: &Sku, res: &store::BatchResult) {
+        let Some(at) = res.expires_at else { return };
+        if res.holds.is_empty() {
+            return;
+        }
+        let due = at.timestamp_millis();
+        let entries: Vec<(String, i64)> = res
+            .holds
+            .iter()
+            .map(|id| (queue::member(sku.as_str(), *id), due))
+            .collect();
+        let holds = self.holds.clone();
+        tokio::spawn(async move {
+            if let Err(e) = holds.schedule(&entries).await {
+                tracing::warn!(error = %e, holds = entries.len(), "could not queue hold expiries; the sweep will expire them");
+            }
+        });
     }
 
     /// After a batch was refused as stale: raises the SKU's fence counters to the row's fence,
@@ -173,7 +198,7 @@ impl Context {
     /// nothing by this (the counters are past that fence already); counters that fell behind the
     /// row — renamed keys after an upgrade or a rollback, a counter recreated by a machine whose
     /// clock ran behind — would otherwise get every later batch refused too, forever.
-    pub(super) async fn catch_up_fence(&self, sku: &Sku, lease: &Lease, current: i64) {
+    pub(crate) async fn catch_up_fence(&self, sku: &Sku, lease: &Lease, current: i64) {
         let Ok(current) = u64::try_from(current) else {
             return;
         };

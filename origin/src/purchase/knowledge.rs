@@ -10,17 +10,26 @@
 //! and again ([`SaleKnowledge::check_fresh`]) when a combiner got the SKU's lease only after
 //! another process had held it (that process may have sold the last unit meanwhile).
 //!
-//! **Every piece of knowledge is tied to the SKU's sale generation** (bumped by every PUT) and to
-//! the instant *before* it was observed, and is trusted for [`LOCAL_TTL`] from that instant.
-//! Knowledge of an earlier state (an older generation, or "on sale" after "sold out" in the same
-//! generation) never replaces fresh knowledge of a later one, and a buyer set belongs to the
-//! generation it was loaded for: a later sold-out generation loads it again.
+//! **Every piece of knowledge is tied to the SKU's sale [`Epoch`]** — its generation (bumped by
+//! every PUT) and its return epoch (bumped by every transaction that puts units back into the
+//! generation's stock: an expiry, a cancellation, a refund with restock) — and to the instant
+//! *before* it was observed, and is trusted for [`LOCAL_TTL`] from that instant. Within one epoch
+//! stock only falls. Knowledge of an earlier state (an older epoch, or "on sale" after "sold out"
+//! in the same epoch) never replaces fresh knowledge of a later one, and a buyer set belongs to
+//! the epoch it was loaded for: a later sold-out epoch loads it again.
 //!
 //! **Why a restock reopens the sale on every process at once.** The admin PUT bumps the
 //! generation and, when it restocks an existing SKU, answers only [`LOCAL_TTL`] after its commit
 //! (`routes::admin`). Knowledge of an earlier generation was observed before that commit — a
 //! batch's row lock, or a read's snapshot, precedes the PUT's update of the row — so on every
 //! process it is past its [`LOCAL_TTL`] by the time the PUT answers, even if it was recorded late.
+//!
+//! **Why a return reopens the sale on every process.** A return bumps the return epoch in the
+//! transaction that puts the units back, and the process that made it learns the new epoch at
+//! once. Every other process's "sold out" was observed before that commit, so it is stale at the
+//! latest [`LOCAL_TTL`] after the commit: a cancellation or a refund with restock answers only
+//! then (`orders`), so once it has answered no process answers `sold_out` from a mark; an expiry
+//! has no one to answer, and reopens the sale everywhere within [`LOCAL_TTL`] of its commit.
 //!
 //! Sold-out answers given from this knowledge are never stored. So that retries of purchases that
 //! DID succeed still get their replay, "sold out" carries the set of (user, key) pairs holding a
@@ -47,28 +56,42 @@ pub const MAX_SKUS: usize = 10_000;
 /// (user, key) pairs with a stored 201 for a sold-out SKU.
 pub type Buyers = HashSet<(String, String)>;
 
+/// Which stretch of a SKU's sale a state belongs to: within one epoch stock only falls. Later
+/// epochs compare greater (a later generation; within one, more returns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Epoch {
+    pub generation: i64,
+    pub returns: i64,
+}
+
+impl From<SaleState> for Epoch {
+    fn from(s: SaleState) -> Self {
+        Self {
+            generation: s.generation,
+            returns: s.returns,
+        }
+    }
+}
+
 /// What is known about a SKU's sale.
 #[derive(Debug, Clone)]
 pub enum Sale {
     /// There is no such SKU.
     Unknown,
-    /// On sale in `generation`.
-    OnSale { generation: i64 },
-    /// Sold out in `generation`. `buyers` hold a stored 201 and are not answered from this.
-    SoldOut {
-        generation: i64,
-        buyers: Arc<Buyers>,
-    },
+    /// On sale in `epoch`.
+    OnSale { epoch: Epoch },
+    /// Sold out in `epoch`. `buyers` hold a stored 201 and are not answered from this.
+    SoldOut { epoch: Epoch, buyers: Arc<Buyers> },
 }
 
 impl Sale {
-    /// Which state is later: a later generation; within one, stock only falls, so "sold out"
-    /// comes after "on sale". A SKU is never deleted, so "unknown" comes before any sale.
-    fn order(&self) -> (i64, u8) {
+    /// Which state is later: a later epoch; within one, stock only falls, so "sold out" comes
+    /// after "on sale". A SKU is never deleted, so "unknown" comes before any sale.
+    fn order(&self) -> (Epoch, u8) {
         match self {
-            Self::Unknown => (0, 0),
-            Self::OnSale { generation } => (*generation, 1),
-            Self::SoldOut { generation, .. } => (*generation, 2),
+            Self::Unknown => (Epoch::default(), 0),
+            Self::OnSale { epoch } => (*epoch, 1),
+            Self::SoldOut { epoch, .. } => (*epoch, 2),
         }
     }
 }
@@ -147,8 +170,12 @@ impl SaleKnowledge {
         result: &BatchResult,
         pool: &PgPool,
     ) {
-        let state = match (result.generation, result.remaining) {
-            (Some(generation), Some(stock)) => Some(SaleState { generation, stock }),
+        let state = match (result.generation, result.returns, result.remaining) {
+            (Some(generation), Some(returns), Some(stock)) => Some(SaleState {
+                generation,
+                returns,
+                stock,
+            }),
             _ => None,
         };
         self.learn_state(sku, observed_at, state, pool).await;
@@ -167,35 +194,37 @@ impl SaleKnowledge {
     ) -> Sale {
         let sale = match state {
             None => Sale::Unknown,
-            Some(SaleState { generation, stock }) if stock > 0 => Sale::OnSale { generation },
-            Some(SaleState { generation, .. }) => match self.buyers_of(sku, generation) {
-                Some(buyers) => Sale::SoldOut { generation, buyers },
-                None => match store::buyers(pool, sku).await {
-                    Ok(rows) => {
-                        tracing::info!(sku = %sku, generation, "sku sold out; fast path on");
-                        Sale::SoldOut {
-                            generation,
-                            buyers: Arc::new(rows.into_iter().collect()),
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not load buyers of a sold-out sku; fast path stays off");
-                        Sale::OnSale { generation }
-                    }
-                },
+            Some(state) if state.stock > 0 => Sale::OnSale {
+                epoch: state.into(),
             },
+            Some(state) => {
+                let epoch = Epoch::from(state);
+                match self.buyers_of(sku, epoch) {
+                    Some(buyers) => Sale::SoldOut { epoch, buyers },
+                    None => match store::buyers(pool, sku).await {
+                        Ok(rows) => {
+                            tracing::info!(sku = %sku, generation = epoch.generation, returns = epoch.returns, "sku sold out; fast path on");
+                            Sale::SoldOut {
+                                epoch,
+                                buyers: Arc::new(rows.into_iter().collect()),
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not load buyers of a sold-out sku; fast path stays off");
+                            Sale::OnSale { epoch }
+                        }
+                    },
+                }
+            }
         };
         self.learn(sku, observed_at, sale)
     }
 
-    /// The buyers already loaded for `sku` sold out in `generation` (complete: no 201 can be
-    /// added to a sold-out generation).
-    fn buyers_of(&self, sku: &Sku, generation: i64) -> Option<Arc<Buyers>> {
+    /// The buyers already loaded for `sku` sold out in `epoch` (complete: no 201 can be added
+    /// to a sold-out epoch; a return starts a new one).
+    fn buyers_of(&self, sku: &Sku, epoch: Epoch) -> Option<Arc<Buyers>> {
         match self.local().get(sku).map(|e| &e.sale) {
-            Some(Sale::SoldOut {
-                generation: g,
-                buyers,
-            }) if *g == generation => Some(buyers.clone()),
+            Some(Sale::SoldOut { epoch: e, buyers }) if *e == epoch => Some(buyers.clone()),
             _ => None,
         }
     }
@@ -253,9 +282,22 @@ mod tests {
         Sku::parse(s).expect("sku")
     }
 
+    fn epoch(generation: i64) -> Epoch {
+        Epoch {
+            generation,
+            returns: 0,
+        }
+    }
+
+    fn on_sale(generation: i64) -> Sale {
+        Sale::OnSale {
+            epoch: epoch(generation),
+        }
+    }
+
     fn sold_out(generation: i64, buyers: &[(&str, &str)]) -> Sale {
         Sale::SoldOut {
-            generation,
+            epoch: epoch(generation),
             buyers: Arc::new(
                 buyers
                     .iter()
@@ -285,21 +327,24 @@ mod tests {
     fn a_late_sold_out_of_an_earlier_generation_never_overwrites_a_later_sale() {
         let k = SaleKnowledge::new();
         let a = sku("A");
-        k.learn(&a, Instant::now(), Sale::OnSale { generation: 2 });
+        k.learn(&a, Instant::now(), on_sale(2));
         // Generation 1's sell-out arrives late (even with a fresh instant): ignored.
         let now = k.learn(&a, Instant::now(), sold_out(1, &[]));
-        assert!(matches!(now, Sale::OnSale { generation: 2 }), "{now:?}");
+        assert!(
+            matches!(now, Sale::OnSale { epoch } if epoch == self::epoch(2)),
+            "{now:?}"
+        );
         assert!(k.cached(&a).is_none());
         // Within a generation, "on sale" seen late does not reopen a sold-out sale.
         k.learn(&a, Instant::now(), sold_out(2, &[("u", "k")]));
-        k.learn(&a, Instant::now(), Sale::OnSale { generation: 2 });
+        k.learn(&a, Instant::now(), on_sale(2));
         let buyers = k.cached(&a).expect("still sold out");
         assert!(buyers.contains(&("u".to_owned(), "k".to_owned())));
         // A SKU never disappears: "unknown" seen late changes nothing.
         k.learn(&a, Instant::now(), Sale::Unknown);
         assert!(k.cached(&a).is_some());
         // A later generation replaces it, buyers and all.
-        k.learn(&a, Instant::now(), Sale::OnSale { generation: 3 });
+        k.learn(&a, Instant::now(), on_sale(3));
         assert!(k.cached(&a).is_none());
     }
 
@@ -308,8 +353,32 @@ mod tests {
         let k = SaleKnowledge::new();
         let a = sku("A");
         k.learn(&a, Instant::now(), sold_out(1, &[("u1", "k1")]));
-        assert!(k.buyers_of(&a, 1).is_some());
-        assert!(k.buyers_of(&a, 2).is_none(), "generation 2 loads its own");
+        assert!(k.buyers_of(&a, epoch(1)).is_some());
+        assert!(
+            k.buyers_of(&a, epoch(2)).is_none(),
+            "generation 2 loads its own"
+        );
+    }
+
+    #[test]
+    fn a_return_reopens_a_sold_out_generation_and_its_buyers_load_again() {
+        let k = SaleKnowledge::new();
+        let a = sku("A");
+        k.learn(&a, Instant::now(), sold_out(1, &[("u", "k")]));
+        let returned = Epoch {
+            generation: 1,
+            returns: 1,
+        };
+        // "On sale" after a return is later than "sold out" before it.
+        let now = k.learn(&a, Instant::now(), Sale::OnSale { epoch: returned });
+        assert!(matches!(now, Sale::OnSale { .. }), "{now:?}");
+        assert!(k.cached(&a).is_none());
+        // A late "sold out" of the epoch before the return changes nothing.
+        k.learn(&a, Instant::now(), sold_out(1, &[]));
+        assert!(k.cached(&a).is_none());
+        // Sold out again after the return: its buyers are not the earlier epoch's.
+        assert!(k.buyers_of(&a, epoch(1)).is_none());
+        assert!(k.buyers_of(&a, returned).is_none());
     }
 
     #[test]
@@ -317,7 +386,7 @@ mod tests {
         let k = SaleKnowledge::new();
         let a = sku("A");
         let long_ago = Instant::now().checked_sub(LOCAL_TTL * 2).expect("instant");
-        k.learn(&a, long_ago, Sale::OnSale { generation: 5 });
+        k.learn(&a, long_ago, on_sale(5));
         // Stale: whatever the database says now is taken.
         let now = k.learn(&a, Instant::now(), Sale::Unknown);
         assert!(matches!(now, Sale::Unknown));

@@ -43,6 +43,11 @@ impl PurchaseService {
         }
     }
 
+    /// The context every combiner shares (the order service takes SKU leases through it).
+    pub fn shared_context(&self) -> Arc<Context> {
+        self.combiners.shared_context()
+    }
+
     fn metrics(&self) -> &Arc<Metrics> {
         &self.combiners.context().metrics
     }

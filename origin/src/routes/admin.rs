@@ -59,6 +59,7 @@ pub(crate) async fn put_sku(
     let (view, generation) = (upserted.view, upserted.generation);
     let state = SaleState {
         generation,
+        returns: upserted.returns,
         stock: view.stock,
     };
     app.purchases

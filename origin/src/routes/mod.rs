@@ -8,6 +8,8 @@
 pub(crate) mod admin;
 pub mod health;
 pub mod limits;
+pub(crate) mod orders;
+pub(crate) mod payments;
 pub(crate) mod purchases;
 pub mod reads;
 pub(crate) mod skus;
@@ -32,6 +34,7 @@ use utoipa_axum::routes;
 use crate::auth::Credentials;
 use crate::metrics::Metrics;
 use crate::openapi::{ApiDoc, ServedDoc};
+use crate::orders::OrderService;
 use crate::problem::ApiError;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
@@ -42,6 +45,10 @@ use redlock::Redlock;
 pub struct AppState {
     pub pool: PgPool,
     pub purchases: PurchaseService,
+    /// Payments, cancellations, refunds and expiries of orders.
+    pub orders: OrderService,
+    /// The payment provider's webhook; `None` without `PAYMENT_WEBHOOK_SECRETS` (404).
+    pub payments: Option<crate::payments::PaymentWebhooks>,
     pub lock: Redlock,
     pub metrics: Arc<Metrics>,
     pub registry: Arc<Registry>,
@@ -62,6 +69,11 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(purchases::create))
         .routes(routes!(skus::get))
         .routes(routes!(admin::put_sku))
+        .routes(routes!(orders::get))
+        .routes(routes!(orders::pay))
+        .routes(routes!(orders::cancel))
+        .routes(routes!(orders::refund))
+        .routes(routes!(payments::stripe))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))

@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use shared::{ErrorCode, IdempotencyKey, Problem, PurchaseRequest, PurchaseResponse, Sku, UserId};
+use chrono::{DateTime, SubsecRound, Utc};
+use shared::{
+    ErrorCode, IdempotencyKey, OrderStatus, Problem, PurchaseRequest, PurchaseResponse, Sku, UserId,
+};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -88,8 +91,13 @@ pub struct BatchResult {
     pub remaining: Option<i64>,
     /// The sale generation the batch decided in; `None` when the SKU does not exist.
     pub generation: Option<i64>,
+    /// The SKU's return epoch the batch decided in (bumped by every return of units).
+    pub returns: Option<i64>,
     /// Units sold by this batch.
     pub units_sold: i64,
+    /// The orders this batch created as holds (a SKU with `hold_secs`), and when they expire.
+    pub holds: Vec<Uuid>,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// Which batches [`decide_batch`] may decide.
@@ -108,6 +116,28 @@ struct LockedSku {
     max_per_user: i32,
     generation: i64,
     fence: i64,
+    hold_secs: i32,
+    returns: i64,
+    /// The database's clock (the transaction's start), which holds expire by.
+    now: DateTime<Utc>,
+}
+
+impl LockedSku {
+    fn sale_state(&self) -> SaleState {
+        SaleState {
+            generation: self.generation,
+            returns: self.returns,
+            stock: self.stock,
+        }
+    }
+
+    /// When a hold taken now expires: `None` when the SKU has no holds. Whole milliseconds, so
+    /// that the stored instant and the one in the 201 (RFC 3339, milliseconds) are the same.
+    fn hold_expiry(&self) -> Option<DateTime<Utc>> {
+        (self.hold_secs > 0).then(|| {
+            self.now.trunc_subsecs(3) + chrono::Duration::seconds(i64::from(self.hold_secs))
+        })
+    }
 }
 
 /// What the database already knows of a (user, key) pair of the batch: its stored answer, or
@@ -187,31 +217,27 @@ pub async fn decide_batch(
 ) -> Result<BatchResult, StoreError> {
     let mut tx = pool.begin().await?;
 
-    let locked =
-        match mode {
-            BatchMode::Sell => sqlx::query_as!(
-                LockedSku,
-                "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1 FOR UPDATE",
-                sku.as_str(),
-            )
-            .fetch_optional(&mut *tx)
-            .await?,
-            // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
-            BatchMode::UnknownSkuOnly => {
-                sqlx::query_as!(
-                    LockedSku,
-                    "SELECT stock, max_per_user, generation, fence FROM skus WHERE sku = $1",
-                    sku.as_str(),
-                )
-                .fetch_optional(&mut *tx)
-                .await?
-            }
-        };
+    let locked = match mode {
+        BatchMode::Sell => sqlx::query_as!(
+            LockedSku,
+            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, now() AS "now!"
+                   FROM skus WHERE sku = $1 FOR UPDATE"#,
+            sku.as_str(),
+        )
+        .fetch_optional(&mut *tx)
+        .await?,
+        // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
+        BatchMode::UnknownSkuOnly => sqlx::query_as!(
+            LockedSku,
+            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, now() AS "now!"
+                       FROM skus WHERE sku = $1"#,
+            sku.as_str(),
+        )
+        .fetch_optional(&mut *tx)
+        .await?,
+    };
     if let (Some(row), BatchMode::UnknownSkuOnly) = (&locked, mode) {
-        return Err(StoreError::SkuExists(SaleState {
-            generation: row.generation,
-            stock: row.stock,
-        }));
+        return Err(StoreError::SkuExists(row.sale_state()));
     }
     let fence = fence.map(|f| i64::try_from(f).unwrap_or(i64::MAX));
     if let (Some(row), Some(presented)) = (&locked, fence) {
@@ -269,6 +295,14 @@ pub async fn decide_batch(
     };
 
     let mut stock = locked.as_ref().map_or(0, |r| r.stock);
+    let expires_at = locked.as_ref().and_then(LockedSku::hold_expiry);
+    let (status, expires_at_text) = match expires_at {
+        Some(at) => (
+            OrderStatus::Held,
+            Some(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        ),
+        None => (OrderStatus::Confirmed, None),
+    };
     let mut decisions = Vec::with_capacity(attempts.len());
     let mut new_records: Vec<NewRecord> = Vec::new();
     for attempt in attempts {
@@ -338,6 +372,8 @@ pub async fn decide_batch(
                     qty: attempt.request.qty.get(),
                     user: attempt.user.to_string(),
                     remaining: stock,
+                    status: Some(status),
+                    expires_at: expires_at_text.clone(),
                 };
                 let body = serde_json::to_string(&body)
                     .map_err(|e| StoreError::Unexpected(sqlx::Error::Encode(Box::new(e))))?;
@@ -389,14 +425,15 @@ pub async fn decide_batch(
     let record_orders: Vec<Option<Uuid>> = new_records.iter().map(|r| r.order_id).collect();
     let stored = sqlx::query_scalar!(
         r#"WITH new_orders AS (
-             INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence)
-             SELECT o, $1, $2, u, q, k, $3 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
+             INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence, status, expires_at)
+             SELECT o, $1, $2, u, q, k, $3, $16, $17 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
          ), counted AS (
              INSERT INTO user_units (sku, user_id, units)
              SELECT $1, u, SUM(q) FROM UNNEST($5::text[], $6::int[]) AS t(u, q) GROUP BY u
              ON CONFLICT (sku, user_id) DO UPDATE SET units = user_units.units + EXCLUDED.units
          ), sold AS (
-             UPDATE skus SET stock = stock - $8, fence = GREATEST(fence, $3), updated_at = now()
+             UPDATE skus SET stock = stock - $8, units_out = units_out + $8,
+                             fence = GREATEST(fence, $3), updated_at = now()
              WHERE sku = $1 AND $9
          ), stored AS (
              INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
@@ -421,6 +458,8 @@ pub async fn decide_batch(
         &record_statuses,
         &record_bodies as &[&str],
         &record_orders as &[Option<Uuid>],
+        status.as_str(),
+        expires_at,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -437,7 +476,14 @@ pub async fn decide_batch(
     Ok(BatchResult {
         decisions,
         remaining: locked.as_ref().map(|_| stock),
-        generation: locked.map(|r| r.generation),
+        generation: locked.as_ref().map(|r| r.generation),
+        returns: locked.as_ref().map(|r| r.returns),
         units_sold,
+        holds: if expires_at.is_some() {
+            order_ids
+        } else {
+            Vec::new()
+        },
+        expires_at,
     })
 }

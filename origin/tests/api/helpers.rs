@@ -280,3 +280,136 @@ pub(crate) async fn assert_problem(res: Response, status: u16, code: &str) -> se
     );
     body
 }
+
+/// How an order request is authenticated.
+#[derive(Clone, Copy)]
+pub(crate) enum Caller<'a> {
+    /// The shop backend's admin bearer token.
+    Shop,
+    /// A shopper's request as the edge forwards it: signed (v2), `Flashgate-User: user`.
+    Shopper(&'a str),
+    /// Nothing.
+    Anonymous,
+}
+
+impl TestApp {
+    /// Creates (or replaces) a sale whose purchases are holds of `hold_secs`.
+    pub(crate) async fn put_sku_holds(
+        &self,
+        sku: &str,
+        stock: i64,
+        max_per_user: i64,
+        hold_secs: i64,
+    ) -> Response {
+        self.put_sku_raw(
+            sku,
+            Some(ADMIN_TOKEN),
+            format!(
+                r#"{{"name":"Item {sku}","price_cents":1999,"stock":{stock},"max_per_user":{max_per_user},"hold_secs":{hold_secs}}}"#
+            ),
+        )
+        .await
+    }
+
+    /// `GET /v1/orders/{id}` as `caller`.
+    pub(crate) async fn order(&self, id: &str, caller: Caller<'_>) -> Response {
+        self.order_request("GET", &format!("/v1/orders/{id}"), "", caller)
+            .await
+    }
+
+    /// `POST /v1/orders/{id}/{action}` with `body`, as `caller`.
+    pub(crate) async fn order_action(
+        &self,
+        id: &str,
+        action: &str,
+        body: &str,
+        caller: Caller<'_>,
+    ) -> Response {
+        self.order_request("POST", &format!("/v1/orders/{id}/{action}"), body, caller)
+            .await
+    }
+
+    async fn order_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        caller: Caller<'_>,
+    ) -> Response {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "GET" => self.client.get(url),
+            _ => self.client.post(url).body(body.to_owned()),
+        };
+        match caller {
+            Caller::Shop => req = req.bearer_auth(ADMIN_TOKEN),
+            Caller::Shopper(user) => {
+                let parts = SignedParts {
+                    method,
+                    path,
+                    user,
+                    idempotency_key: "",
+                    body: body.as_bytes(),
+                };
+                let kid = KeyId::parse(shared::secrets::DEFAULT_KEY_ID).expect("kid");
+                req = req.header("flashgate-user", user).header(
+                    "flashgate-signature",
+                    signing::sign_v2(&kid, EDGE_SECRET.as_bytes(), now(), &parts),
+                );
+            }
+            Caller::Anonymous => {}
+        }
+        req.send().await.expect("request")
+    }
+
+    /// The order's status as stored.
+    pub(crate) async fn status_of(&self, id: &str) -> String {
+        sqlx::query_scalar("SELECT status FROM orders WHERE order_id = $1::uuid")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .expect("order")
+    }
+
+    /// The SKU's books: (initial_stock, stock, units_out, written_off).
+    pub(crate) async fn books(&self, sku: &str) -> (i64, i64, i64, i64) {
+        sqlx::query_as(
+            "SELECT initial_stock, stock, units_out, written_off FROM skus WHERE sku = $1",
+        )
+        .bind(sku)
+        .fetch_one(&self.pool)
+        .await
+        .expect("books")
+    }
+}
+
+/// Runs `origin reconcile` on the test's database: (exit code, stdout).
+pub(crate) async fn reconcile(pool: &PgPool) -> (i32, String) {
+    let (_, url) = crate::processes::database_of(pool).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_origin"))
+        .arg("reconcile")
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run origin reconcile");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Asserts a 201 and returns its body.
+pub(crate) async fn created(res: Response) -> serde_json::Value {
+    let status = res.status();
+    let body = res.text().await.expect("body");
+    assert_eq!(status, 201, "{body}");
+    serde_json::from_str(&body).expect("json")
+}
+
+/// Asserts a 200 order view and returns it.
+pub(crate) async fn order_view(res: Response) -> serde_json::Value {
+    let status = res.status();
+    let body = res.text().await.expect("body");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("json")
+}

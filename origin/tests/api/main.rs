@@ -10,6 +10,8 @@ mod helpers;
 mod hostile;
 mod limits;
 mod lock_keys;
+mod orders;
+mod payments;
 #[path = "../common/probes.rs"]
 mod probes;
 #[path = "../common/processes.rs"]

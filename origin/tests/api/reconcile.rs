@@ -33,7 +33,9 @@ async fn reconcile_passes_a_clean_sale_and_reports_each_corruption(pool: PgPool)
 
     // Corrupt the books on purpose: a lost decrement, and an order moved to another user (above
     // the cap, and out of step with the per-user counters).
-    sqlx::query("UPDATE skus SET stock = stock + 1 WHERE sku = 'REC'")
+    // (The books' CHECK keeps `initial = stock + units_out + written_off`: the counter moves with
+    // the stock, and only the orders disagree.)
+    sqlx::query("UPDATE skus SET stock = stock + 1, units_out = units_out - 1 WHERE sku = 'REC'")
         .execute(&pool)
         .await
         .expect("corrupt stock");
@@ -83,7 +85,7 @@ async fn the_server_exports_discrepancies_for_alerting(pool: PgPool) {
         gauge(app.metrics().await).as_deref(),
         Some("origin_reconcile_discrepancies 0")
     );
-    sqlx::query("UPDATE skus SET stock = stock - 1 WHERE sku = 'GAUGE'")
+    sqlx::query("UPDATE skus SET stock = stock - 1, units_out = units_out + 1 WHERE sku = 'GAUGE'")
         .execute(&pool)
         .await
         .expect("corrupt");

@@ -1,0 +1,503 @@
+//! Orders after their purchase: payments, cancellations, refunds and hold expiries — the other
+//! direction of stock. Reached from `routes::orders` (the shop backend's admin calls and the
+//! shopper's edge-signed reads and cancellations), from the payment webhook, and from the expiry
+//! loop ([`expiry`]).
+//!
+//! [`OrderService::apply`] decides an action with the one state machine ([`state::plan`]): first
+//! on the order as read (a repeat or a refusal answers at once), then again under the row locks
+//! of the transaction that applies it (`store::orders::OrderTx`), where the answer is final — so
+//! concurrent actions on one order are decided once, and a repeat changes nothing.
+//!
+//! A step that moves units (a return, a late payment, a refund without restock) is serialized
+//! with the SKU's purchase batches exactly like one: it takes the SKU's Redlock lease (same key,
+//! same retry policy), its transaction locks the SKU row, carries the lease's fencing token
+//! (a stale holder commits nothing) and rolls back if the lease may have expired by commit time.
+//! A payment of a live hold moves no unit and takes only the order's row lock.
+//!
+//! A return to the current generation's stock bumps the SKU's return epoch, which reopens the
+//! sale in every process's knowledge (`purchase::knowledge`): this process learns it at once,
+//! and a cancellation or refund answers only [`LOCAL_TTL`] after its commit, when no process can
+//! still answer `sold_out` from what it knew before.
+
+pub mod expiry;
+pub mod queue;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use shared::{OrderStatus, OrderView, Sku, UserId};
+use uuid::Uuid;
+
+use crate::purchase::Context;
+use crate::purchase::knowledge::LOCAL_TTL;
+use crate::store::StoreError;
+use crate::store::orders::{self as store, Applied, Change, OrderRow, OrderTx};
+use redlock::Lease;
+pub use state::{OrderAction, PaymentSource, Plan, ReturnReason, Step};
+
+/// Margin kept between commit and lease expiry for the COMMIT round trip itself.
+const COMMIT_MARGIN: Duration = Duration::from_millis(20);
+/// Attempts of one action: a state that moved between the read and the locks, a stale fence or
+/// a lease that ran short are retried (within the request deadline).
+const MAX_ATTEMPTS: u32 = 4;
+
+/// Who asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requester {
+    /// The shop backend (admin token) or the payment provider's verified webhook: any order.
+    Shop,
+    /// A shopper, through the edge's signature: their own orders only (another's is not found).
+    Shopper(UserId),
+}
+
+/// Why an order action was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum OrderError {
+    /// No such order — or not the shopper's own (404 `order_not_found`).
+    #[error("no such order")]
+    NotFound,
+    /// The state machine refuses the action in `current` (409 `order_state`).
+    #[error("the order is {current}")]
+    State { current: OrderStatus },
+    /// The database or the SKU's lease cannot be had (503 with `Retry-After`).
+    #[error("unavailable: {0}")]
+    Unavailable(#[source] anyhow::Error),
+    /// A bug (500; logged).
+    #[error("order transition failed: {0}")]
+    Unexpected(#[source] StoreError),
+}
+
+impl From<StoreError> for OrderError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unexpected(_) | StoreError::SkuExists(_) => Self::Unexpected(e),
+            other => Self::Unavailable(other.into()),
+        }
+    }
+}
+
+/// An RFC 3339 UTC instant with milliseconds (the 201's `expires_at` format).
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The wire view of a stored order.
+pub fn view(row: &OrderRow) -> OrderView {
+    OrderView {
+        order_id: row.order_id.to_string(),
+        sku: row.sku.clone(),
+        qty: u32::try_from(row.qty).unwrap_or(0),
+        user: row.user_id.clone(),
+        status: row.status,
+        expires_at: row.expires_at.map(rfc3339),
+        created_at: rfc3339(row.created_at),
+        updated_at: rfc3339(row.updated_at),
+    }
+}
+
+/// What one attempt at a transition did.
+enum Attempted {
+    /// Committed.
+    Done {
+        step: Step,
+        before: OrderRow,
+        applied: Applied,
+        observed_at: Instant,
+    },
+    /// The order was found in another state under the locks (or needs the lease): plan again.
+    Moved(OrderRow),
+}
+
+/// Applies order actions; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct OrderService {
+    ctx: Arc<Context>,
+}
+
+impl OrderService {
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Self { ctx }
+    }
+
+    /// The order `id` as `requester` may see it.
+    pub async fn get(&self, id: Uuid, requester: &Requester) -> Result<OrderView, OrderError> {
+        Ok(view(&self.load(id, requester).await?))
+    }
+
+    async fn load(&self, id: Uuid, requester: &Requester) -> Result<OrderRow, OrderError> {
+        let row = store::order(&self.ctx.pool, id)
+            .await?
+            .ok_or(OrderError::NotFound)?;
+        match requester {
+            Requester::Shopper(user) if user.as_str() != row.user_id => Err(OrderError::NotFound),
+            _ => Ok(row),
+        }
+    }
+
+    /// Applies `action` to order `order_id` for `requester`; the order as it is afterwards. A
+    /// repeat of an action already applied answers the same and changes nothing. A shopper may
+    /// only cancel. A return to the current sale answers [`LOCAL_TTL`] after its commit (see the
+    /// module docs).
+    pub async fn apply(
+        &self,
+        order_id: Uuid,
+        action: OrderAction,
+        requester: Requester,
+    ) -> Result<OrderView, OrderError> {
+        if matches!(requester, Requester::Shopper(_)) && action != OrderAction::Cancel {
+            return Err(OrderError::NotFound);
+        }
+        let deadline = Instant::now() + self.ctx.settings.request_deadline;
+        let mut row = self.load(order_id, &requester).await?;
+        for _ in 0..MAX_ATTEMPTS {
+            let step = match state::plan(row.status, &action) {
+                Plan::Repeat => return Ok(view(&row)),
+                Plan::Refuse => {
+                    return Err(OrderError::State {
+                        current: row.status,
+                    });
+                }
+                Plan::Move(step) => step,
+            };
+            let attempted = if step.needs_lease() {
+                match self
+                    .under_lease(&row.sku, deadline, Work::Transact(&row, &action))
+                    .await?
+                {
+                    Worked::Transacted(attempted) => attempted,
+                    Worked::Expired(_) => return Err(OrderError::NotFound),
+                }
+            } else {
+                self.transact(&row, &action, None).await?
+            };
+            match attempted {
+                Attempted::Moved(now) => row = now,
+                Attempted::Done {
+                    step,
+                    before,
+                    applied,
+                    observed_at,
+                } => {
+                    let after = self.after(step, &before, &applied, observed_at).await;
+                    if after.reopened {
+                        // Every process's knowledge from before the commit is stale by then.
+                        tokio::time::sleep(LOCAL_TTL.saturating_sub(observed_at.elapsed())).await;
+                    }
+                    return applied
+                        .orders
+                        .first()
+                        .map(view)
+                        .ok_or(OrderError::Unexpected(StoreError::Unexpected(
+                            sqlx::Error::RowNotFound,
+                        )));
+                }
+            }
+        }
+        Err(OrderError::Unavailable(anyhow::anyhow!(
+            "order {order_id} kept changing; retry"
+        )))
+    }
+
+    /// Runs `work` under the SKU's lease (taken with the combiners' retry policy until
+    /// `deadline`), retrying a stale fence or a lease that ran short; releases the lease.
+    async fn under_lease(
+        &self,
+        sku: &str,
+        deadline: Instant,
+        work: Work<'_>,
+    ) -> Result<Worked, OrderError> {
+        let sku = Sku::parse(sku).map_err(|e| OrderError::Unavailable(e.into()))?;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let lease = self
+                .ctx
+                .acquire_until(&sku, deadline)
+                .await
+                .map_err(|e| OrderError::Unavailable(e.into()))?;
+            let result = match work {
+                Work::Transact(row, action) => self
+                    .transact(row, action, Some(&lease))
+                    .await
+                    .map(Worked::Transacted),
+                Work::Expire(sku, ids) => self
+                    .expire_under(sku, ids, &lease)
+                    .await
+                    .map(Worked::Expired),
+            };
+            if let Err(OrderError::Unavailable(e)) = &result {
+                if let Some(StoreError::StaleFence { current, .. }) = e.downcast_ref() {
+                    self.ctx.metrics.stale_fence.inc();
+                    self.ctx.catch_up_fence(&sku, &lease, *current).await;
+                }
+            }
+            let _ = self.ctx.lock.release(lease).await;
+            match result {
+                Err(OrderError::Unavailable(e))
+                    if attempts < MAX_ATTEMPTS
+                        && Instant::now() < deadline
+                        && matches!(
+                            e.downcast_ref(),
+                            Some(
+                                StoreError::StaleFence { .. }
+                                    | StoreError::LeaseExpired
+                                    | StoreError::Conflict
+                            )
+                        ) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// The lease's commit deadline, or `LeaseExpired` when too little of it is left to start.
+    fn commit_by(&self, lease: &Lease) -> Result<Instant, OrderError> {
+        let remaining = lease.remaining();
+        if remaining < self.ctx.settings.commit_budget {
+            return Err(StoreError::LeaseExpired.into());
+        }
+        Ok(Instant::now() + remaining.saturating_sub(COMMIT_MARGIN))
+    }
+
+    /// One transaction applying `action` to `row`'s order, decided under its locks.
+    async fn transact(
+        &self,
+        row: &OrderRow,
+        action: &OrderAction,
+        lease: Option<&Lease>,
+    ) -> Result<Attempted, OrderError> {
+        let commit_by = lease.map(|l| self.commit_by(l)).transpose()?;
+        let fence = lease.map(Lease::fence);
+        let observed_at = Instant::now();
+        let mut tx = OrderTx::begin(&self.ctx.pool).await?;
+        let books = match lease {
+            Some(_) => tx.lock_sku(&row.sku, fence).await?,
+            None => None,
+        };
+        let locked = tx
+            .lock_orders(&row.sku, &[row.order_id])
+            .await?
+            .pop()
+            .ok_or(OrderError::NotFound)?;
+        let step = match state::plan(locked.status, action) {
+            Plan::Move(step) if lease.is_some() || !step.needs_lease() => step,
+            _ => return Ok(Attempted::Moved(locked)),
+        };
+        let payment = match action {
+            OrderAction::Pay { source } if step.records_payment() => {
+                Some((source.label(), source.reference().map(str::to_owned)))
+            }
+            _ => None,
+        };
+        let mut change = Change {
+            order: locked.clone(),
+            to: locked.status,
+            restock: false,
+            take: false,
+            restocked: None,
+            payment,
+        };
+        match step {
+            Step::Pay => change.to = OrderStatus::Paid,
+            Step::LatePay => {
+                let books = books.ok_or(OrderError::NotFound)?;
+                let qty = i64::from(locked.qty);
+                let held = tx.user_units(&locked.sku, &locked.user_id).await?;
+                let can_take = locked.generation == books.generation
+                    && books.stock >= qty
+                    && held + qty <= i64::from(books.max_per_user);
+                change.to = if can_take {
+                    change.take = true;
+                    OrderStatus::Paid
+                } else {
+                    OrderStatus::RefundDue
+                };
+            }
+            Step::Return { to, reason } => {
+                if reason == ReturnReason::Expired {
+                    let due = locked.expires_at.map(|at| tx.is_past(at));
+                    let due = match due {
+                        Some(check) => check.await?,
+                        None => false,
+                    };
+                    if !due {
+                        return Err(OrderError::State {
+                            current: locked.status,
+                        });
+                    }
+                }
+                change.to = to;
+                change.restock = true;
+                change.restocked = (to == OrderStatus::Refunded).then_some(true);
+            }
+            Step::WriteOff | Step::Settle => {
+                change.to = OrderStatus::Refunded;
+                change.restocked = Some(false);
+            }
+        }
+        let applied = tx
+            .apply(&locked.sku, books, fence, &[change], commit_by)
+            .await?;
+        Ok(Attempted::Done {
+            step,
+            before: locked,
+            applied,
+            observed_at,
+        })
+    }
+
+    /// After a committed transition: metrics, knowledge, the hold queue, the audit event.
+    async fn after(
+        &self,
+        step: Step,
+        before: &OrderRow,
+        applied: &Applied,
+        observed_at: Instant,
+    ) -> After {
+        let ctx = &self.ctx;
+        let Some(now) = applied.orders.first() else {
+            return After { reopened: false };
+        };
+        match step {
+            Step::Return { reason, .. } => {
+                ctx.metrics.count_return(reason.label(), 1);
+                if reason == ReturnReason::Expired {
+                    ctx.metrics.hold_expiries.inc();
+                    for lag in &applied.expiry_lags {
+                        ctx.metrics.expiry_lag.observe(lag.max(0.0));
+                    }
+                }
+            }
+            Step::LatePay if now.status == OrderStatus::RefundDue => {
+                ctx.metrics.refund_due.inc();
+            }
+            _ => {}
+        }
+        let reopened = matches!(step, Step::Return { .. }) && applied.sale.is_some();
+        if let (Some(sale), Ok(sku)) = (applied.sale, Sku::parse(&now.sku)) {
+            ctx.knowledge
+                .learn_state(&sku, observed_at, Some(sale), &ctx.pool)
+                .await;
+        }
+        if before.status == OrderStatus::Held {
+            let member = queue::member(&now.sku, now.order_id);
+            let holds = ctx.holds.clone();
+            tokio::spawn(async move {
+                if let Err(e) = holds.remove(&[member]).await {
+                    tracing::debug!(error = %e, "could not remove a hold from the delayed queue");
+                }
+            });
+        }
+        tracing::info!(
+            target: "flashgate::audit",
+            event = "order",
+            order_id = %now.order_id,
+            sku = %now.sku,
+            from = %before.status,
+            to = %now.status,
+            qty = now.qty,
+            "order transition"
+        );
+        After { reopened }
+    }
+
+    /// Expires the holds `ids` of `sku` that are due by the database's clock, in one
+    /// transaction under the SKU's lease; returns the ids that were not (yet) expirable — not
+    /// due, or no longer held. Each hold is expired exactly once, whoever else tries.
+    pub async fn expire(&self, sku: &Sku, ids: &[Uuid]) -> Result<Vec<Uuid>, OrderError> {
+        let deadline = Instant::now() + self.ctx.settings.request_deadline;
+        match self
+            .under_lease(sku.as_str(), deadline, Work::Expire(sku, ids))
+            .await?
+        {
+            Worked::Expired(left) => Ok(left),
+            Worked::Transacted(_) => Ok(Vec::new()),
+        }
+    }
+
+    async fn expire_under(
+        &self,
+        sku: &Sku,
+        ids: &[Uuid],
+        lease: &Lease,
+    ) -> Result<Vec<Uuid>, OrderError> {
+        let commit_by = self.commit_by(lease)?;
+        let observed_at = Instant::now();
+        let mut tx = OrderTx::begin(&self.ctx.pool).await?;
+        let books = tx.lock_sku(sku.as_str(), Some(lease.fence())).await?;
+        let due = tx.lock_due_holds(sku.as_str(), ids).await?;
+        let left: Vec<Uuid> = ids
+            .iter()
+            .filter(|id| !due.iter().any(|r| r.order_id == **id))
+            .copied()
+            .collect();
+        if due.is_empty() {
+            return Ok(left);
+        }
+        let changes: Vec<Change> = due
+            .into_iter()
+            .map(|order| Change {
+                order,
+                to: OrderStatus::Expired,
+                restock: true,
+                take: false,
+                restocked: None,
+                payment: None,
+            })
+            .collect();
+        let applied = tx
+            .apply(
+                sku.as_str(),
+                books,
+                Some(lease.fence()),
+                &changes,
+                Some(commit_by),
+            )
+            .await?;
+        let n = applied.orders.len();
+        let ctx = &self.ctx;
+        ctx.metrics
+            .count_return(ReturnReason::Expired.label(), n as u64);
+        ctx.metrics.hold_expiries.inc_by(n as u64);
+        for lag in &applied.expiry_lags {
+            ctx.metrics.expiry_lag.observe(lag.max(0.0));
+        }
+        if let Some(sale) = applied.sale {
+            ctx.knowledge
+                .learn_state(sku, observed_at, Some(sale), &ctx.pool)
+                .await;
+        }
+        tracing::info!(
+            target: "flashgate::audit",
+            event = "holds_expired",
+            sku = %sku,
+            orders = n,
+            fence = lease.fence(),
+            "holds expired"
+        );
+        Ok(left)
+    }
+}
+
+/// What runs under a SKU's lease.
+#[derive(Clone, Copy)]
+enum Work<'a> {
+    /// One order's action.
+    Transact(&'a OrderRow, &'a OrderAction),
+    /// Holds of one SKU that fell due.
+    Expire(&'a Sku, &'a [Uuid]),
+}
+
+/// What [`Work`] gave.
+enum Worked {
+    Transacted(Attempted),
+    /// The ids that were not expirable.
+    Expired(Vec<Uuid>),
+}
+
+/// What the caller of a transition still has to do.
+struct After {
+    /// Units went back into the current sale: answer only after [`LOCAL_TTL`].
+    reopened: bool,
+}
