@@ -142,10 +142,7 @@ pub(crate) fn stripe_signature(secret: &str, t: i64, body: &[u8]) -> String {
     mac.update(t.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    format!(
-        "t={t},v1={}",
-        hex_lower(&mac.finalize().into_bytes())
-    )
+    format!("t={t},v1={}", hex_lower(&mac.finalize().into_bytes()))
 }
 
 fn hex_lower(bytes: &[u8]) -> String {
@@ -159,13 +156,19 @@ fn hex_lower(bytes: &[u8]) -> String {
 /// Runs `bench holds`; `Ok(true)` when every check passed.
 pub(crate) async fn run(args: &HoldsArgs, command_line: &str) -> anyhow::Result<bool> {
     anyhow::ensure!(args.origins > 0, "--origins must be at least 1");
-    anyhow::ensure!((0.0..1.0).contains(&args.abandon), "--abandon must be in [0, 1)");
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.abandon),
+        "--abandon must be in [0, 1)"
+    );
     let server = Server::Origin {
         bin: &args.origin_bin,
         single_flight: true,
         redis_nodes: args.redis_nodes,
     };
-    eprintln!("== starting {} origin(s) over {} Redis node(s)", args.origins, args.redis_nodes);
+    eprintln!(
+        "== starting {} origin(s) over {} Redis node(s)",
+        args.origins, args.redis_nodes
+    );
     let cluster = Cluster::start(server, &args.postgres, args.origins).await?;
     let outcome = measure(args, &cluster).await;
     let passed = outcome.as_ref().is_ok_and(|(_, _, ok)| *ok);
@@ -450,7 +453,10 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                 .post(format!("{target}/v1/purchases"))
                 .header("idempotency-key", &key)
                 .header("flashgate-user", &user)
-                .header("flashgate-signature", signing::sign(&s.ring, now_unix(), &parts))
+                .header(
+                    "flashgate-signature",
+                    signing::sign(&s.ring, now_unix(), &parts),
+                )
                 .body(body.clone());
             let t0 = Instant::now();
             let result = req.send().await;
@@ -533,7 +539,10 @@ async fn pay(s: Arc<Shared>, order: String) {
             .client
             .post(format!("{target}/v1/payments/stripe"))
             .header("content-type", "application/json")
-            .header("stripe-signature", stripe_signature(WEBHOOK_SECRET, now_unix(), &body))
+            .header(
+                "stripe-signature",
+                stripe_signature(WEBHOOK_SECRET, now_unix(), &body),
+            )
             .body(body.clone())
             .send()
             .await;
@@ -647,8 +656,9 @@ fn per_sec(n: i64, d: Option<Duration>) -> f64 {
 }
 
 fn ms(h: Option<&Histogram<u64>>, q: f64) -> String {
-    h.filter(|h| !h.is_empty())
-        .map_or("-".into(), |h| format!("{:.1}", h.value_at_quantile(q) as f64 / 1000.0))
+    h.filter(|h| !h.is_empty()).map_or("-".into(), |h| {
+        format!("{:.1}", h.value_at_quantile(q) as f64 / 1000.0)
+    })
 }
 
 fn print_report(args: &HoldsArgs, command_line: &str, plain: &SaleResult, r: &HoldsResult) {
@@ -693,7 +703,10 @@ fn print_report(args: &HoldsArgs, command_line: &str, plain: &SaleResult, r: &Ho
     println!("holds created (201):      {}", r.created);
     println!("abandoned:                {}", r.abandoned);
     println!("expired (database):       {}", r.expired);
-    println!("paid by webhook:          {} (webhooks sent {}, retried {})", r.paid, r.webhooks, r.webhook_retries);
+    println!(
+        "paid by webhook:          {} (webhooks sent {}, retried {})",
+        r.paid, r.webhooks, r.webhook_retries
+    );
     println!("orders by status:         {:?}", r.orders_by_status);
     println!(
         "expiry lag (database):    p50 {} s, p99 {} s, max {} s",
@@ -719,14 +732,20 @@ fn print_report(args: &HoldsArgs, command_line: &str, plain: &SaleResult, r: &Ho
     println!(
         "books sampled:            {} samples, {} unbalanced",
         r.samples,
-        r.violations.iter().filter(|v| v.starts_with("sample")).count()
+        r.violations
+            .iter()
+            .filter(|v| v.starts_with("sample"))
+            .count()
     );
     println!(
         "checks:                   {}",
         if r.violations.is_empty() && plain.invariants.ok() {
             "every abandoned unit sold again and paid before the end, 0 oversell, books balanced at every sample: OK".to_owned()
         } else {
-            format!("{} VIOLATION(S) — see stderr", r.violations.len() + plain.invariants.violations.len())
+            format!(
+                "{} VIOLATION(S) — see stderr",
+                r.violations.len() + plain.invariants.violations.len()
+            )
         }
     );
 }
@@ -746,7 +765,12 @@ mod tests {
 
     #[test]
     fn quantiles_interpolate_within_buckets() {
-        let b = [(0.1, 50.0), (0.5, 90.0), (1.0, 100.0), (f64::INFINITY, 100.0)];
+        let b = [
+            (0.1, 50.0),
+            (0.5, 90.0),
+            (1.0, 100.0),
+            (f64::INFINITY, 100.0),
+        ];
         assert_eq!(histogram_quantile(0.5, &b), Some(0.1));
         let p99 = histogram_quantile(0.99, &b).expect("p99");
         assert!((p99 - 0.95).abs() < 1e-9, "{p99}");

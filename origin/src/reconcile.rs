@@ -236,14 +236,17 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .into_iter()
             .map(|order_id| Discrepancy::OrderWithoutAnswer { order_id }),
     );
-    found.extend(books::events_without_order(pool).await?.into_iter().map(|r| {
-        Discrepancy::EventWithoutOrder {
-            event_id: r.event_id,
-            event_type: r.event_type,
-            result: r.result,
-            order_id: r.order_id,
-        }
-    }));
+    found.extend(
+        books::events_without_order(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::EventWithoutOrder {
+                event_id: r.event_id,
+                event_type: r.event_type,
+                result: r.result,
+                order_id: r.order_id,
+            }),
+    );
     found.extend(
         books::stuck_events(pool, STUCK_EVENT_AFTER)
             .await?

@@ -36,8 +36,8 @@ use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 
 mod batch;
 pub(crate) mod books;
-pub mod payments;
 pub mod orders;
+pub mod payments;
 
 pub use batch::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer, decide_batch};
 

@@ -82,7 +82,9 @@ impl EventType {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::CheckoutSessionCompleted => "checkout.session.completed",
-            Self::CheckoutSessionAsyncPaymentSucceeded => "checkout.session.async_payment_succeeded",
+            Self::CheckoutSessionAsyncPaymentSucceeded => {
+                "checkout.session.async_payment_succeeded"
+            }
             Self::CheckoutSessionAsyncPaymentFailed => "checkout.session.async_payment_failed",
             Self::CheckoutSessionExpired => "checkout.session.expired",
             Self::PaymentIntentSucceeded => "payment_intent.succeeded",
@@ -225,22 +227,46 @@ mod tests {
     #[test]
     fn each_type_maps_to_its_intent() {
         let cases = [
-            ("checkout.session.completed", r#","payment_status":"paid""#, Intent::Pay),
-            ("checkout.session.completed", r#","payment_status":"no_payment_required""#, Intent::Pay),
-            ("checkout.session.completed", r#","payment_status":"unpaid""#, Intent::Ignore(Ignored::Unpaid)),
+            (
+                "checkout.session.completed",
+                r#","payment_status":"paid""#,
+                Intent::Pay,
+            ),
+            (
+                "checkout.session.completed",
+                r#","payment_status":"no_payment_required""#,
+                Intent::Pay,
+            ),
+            (
+                "checkout.session.completed",
+                r#","payment_status":"unpaid""#,
+                Intent::Ignore(Ignored::Unpaid),
+            ),
             ("checkout.session.async_payment_succeeded", "", Intent::Pay),
             ("payment_intent.succeeded", "", Intent::Pay),
             ("payment_intent.payment_failed", "", Intent::CancelHold),
             ("payment_intent.canceled", "", Intent::CancelHold),
             ("checkout.session.expired", "", Intent::CancelHold),
-            ("checkout.session.async_payment_failed", "", Intent::CancelHold),
+            (
+                "checkout.session.async_payment_failed",
+                "",
+                Intent::CancelHold,
+            ),
             ("charge.refunded", r#","refunded":true"#, Intent::Refund),
-            ("charge.refunded", r#","refunded":false"#, Intent::Ignore(Ignored::PartialRefund)),
+            (
+                "charge.refunded",
+                r#","refunded":false"#,
+                Intent::Ignore(Ignored::PartialRefund),
+            ),
             ("customer.created", "", Intent::Ignore(Ignored::Type)),
         ];
         for (kind, extra, intent) in cases {
             let e = parse(&event(kind, &with_order(extra))).expect(kind);
-            assert_eq!((e.intent, e.order.map(|o| o.to_string())), (intent, Some(ORDER.to_owned())), "{kind} {extra}");
+            assert_eq!(
+                (e.intent, e.order.map(|o| o.to_string())),
+                (intent, Some(ORDER.to_owned())),
+                "{kind} {extra}"
+            );
             assert_eq!(e.raw_type, kind);
             assert_eq!(e.id.as_str(), "evt_1");
         }

@@ -35,8 +35,8 @@ use uuid::Uuid;
 
 use crate::orders::{OrderAction, OrderError, OrderService, PaymentSource, Requester};
 use crate::problem::ApiError;
-use crate::store::payments::{self as store, Begun};
 use crate::store::StoreError;
+use crate::store::payments::{self as store, Begun};
 use event::{EventError, Ignored, Intent, PaymentEvent};
 use signature::{SignatureError, WebhookSecrets};
 
@@ -194,13 +194,8 @@ impl PaymentWebhooks {
     ) -> Result<Delivery, WebhookError> {
         signature::verify(signature_header, body, &self.secrets, now_unix)?;
         let event = event::parse(body)?;
-        let begun = store::begin_event(
-            &self.pool,
-            event.id.as_str(),
-            &event.raw_type,
-            event.order,
-        )
-        .await?;
+        let begun =
+            store::begin_event(&self.pool, event.id.as_str(), &event.raw_type, event.order).await?;
         if let Begun::Decided(stored) = begun {
             let outcome = Outcome::parse(&stored).ok_or_else(|| {
                 WebhookError::Unexpected(format!("stored result {stored:?} is unknown"))

@@ -138,7 +138,9 @@ fn parse_header(raw: &str) -> Result<Header, SignatureError> {
                     return Err(SignatureError::Malformed("t appears twice"));
                 }
                 // Digits only: no sign, no spaces, no exponent.
-                if value.is_empty() || value.len() > 12 || !value.bytes().all(|b| b.is_ascii_digit())
+                if value.is_empty()
+                    || value.len() > 12
+                    || !value.bytes().all(|b| b.is_ascii_digit())
                 {
                     return Err(SignatureError::Malformed("t is not a unix time"));
                 }
@@ -339,7 +341,12 @@ mod tests {
             Err(SignatureError::Mismatch)
         );
         assert_eq!(
-            verify(Some(&format!("t={NOW},v1={}", sig.to_uppercase())), BODY, &s, NOW),
+            verify(
+                Some(&format!("t={NOW},v1={}", sig.to_uppercase())),
+                BODY,
+                &s,
+                NOW
+            ),
             Ok(NOW),
             "hex is case-insensitive when decoded"
         );

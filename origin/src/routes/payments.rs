@@ -38,7 +38,11 @@ use crate::problem::ApiError;
         (status = 503, description = "`unavailable`, with Retry-After (Stripe retries; the event is applied by a later delivery)", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
-pub(crate) async fn stripe(State(app): State<AppState>, headers: HeaderMap, request: Body) -> Response {
+pub(crate) async fn stripe(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    request: Body,
+) -> Response {
     let Some(webhooks) = &app.payments else {
         return ApiError::new(ErrorCode::NotFound, "no such route").into_response();
     };

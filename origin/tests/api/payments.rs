@@ -18,17 +18,15 @@ const OLD_SECRET: &str = "whsec_test_previous_0123456789abcdef";
 async fn spawn(pool: PgPool) -> TestApp {
     spawn_app_with(
         pool,
-        &[(
-            "PAYMENT_WEBHOOK_SECRETS",
-            &format!("{SECRET},{OLD_SECRET}"),
-        )],
+        &[("PAYMENT_WEBHOOK_SECRETS", &format!("{SECRET},{OLD_SECRET}"))],
     )
     .await
 }
 
 /// A Stripe event body naming `order` in its object's metadata.
 fn event(id: &str, kind: &str, order: &str, extra: Value) -> Vec<u8> {
-    let mut object = json!({"id": "obj_1", "object": "payment_intent", "metadata": {"order_id": order}});
+    let mut object =
+        json!({"id": "obj_1", "object": "payment_intent", "metadata": {"order_id": order}});
     if let (Some(o), Some(e)) = (object.as_object_mut(), extra.as_object()) {
         o.extend(e.clone());
     }
@@ -144,14 +142,49 @@ async fn the_signature_matrix_refuses_every_bad_delivery_and_changes_nothing(poo
     let last = tampered.len() - 2;
     tampered[last] = b' ';
     let refused: Vec<(&str, Option<String>, &[u8], &str)> = vec![
-        ("wrong secret", Some(sign("whsec_someone_else_0123456789", t, &body)), &body, "mismatch"),
-        ("tampered body", Some(sign(SECRET, t, &body)), &tampered, "mismatch"),
+        (
+            "wrong secret",
+            Some(sign("whsec_someone_else_0123456789", t, &body)),
+            &body,
+            "mismatch",
+        ),
+        (
+            "tampered body",
+            Some(sign(SECRET, t, &body)),
+            &tampered,
+            "mismatch",
+        ),
         ("missing header", None, &body, "missing"),
-        ("malformed header", Some(format!("v1={}", v1(SECRET, t, &body))), &body, "malformed"),
-        ("garbage header", Some("hello".to_owned()), &body, "malformed"),
-        ("t too old", Some(sign(SECRET, t - 301, &body)), &body, "too_old"),
-        ("t in the future", Some(sign(SECRET, t + 301, &body)), &body, "in_future"),
-        ("v0 only", Some(format!("t={t},v0={}", v1(SECRET, t, &body))), &body, "no_v1"),
+        (
+            "malformed header",
+            Some(format!("v1={}", v1(SECRET, t, &body))),
+            &body,
+            "malformed",
+        ),
+        (
+            "garbage header",
+            Some("hello".to_owned()),
+            &body,
+            "malformed",
+        ),
+        (
+            "t too old",
+            Some(sign(SECRET, t - 301, &body)),
+            &body,
+            "too_old",
+        ),
+        (
+            "t in the future",
+            Some(sign(SECRET, t + 301, &body)),
+            &body,
+            "in_future",
+        ),
+        (
+            "v0 only",
+            Some(format!("t={t},v0={}", v1(SECRET, t, &body))),
+            &body,
+            "no_v1",
+        ),
     ];
     for (case, header, sent, _) in &refused {
         let res = app.webhook_raw(header.as_deref(), sent).await;
@@ -160,7 +193,14 @@ async fn the_signature_matrix_refuses_every_bad_delivery_and_changes_nothing(poo
         assert_eq!(app.status(&order).await, "held", "{case}: nothing changed");
     }
     let text = app.metrics().await;
-    for reason in ["mismatch", "missing", "malformed", "too_old", "in_future", "no_v1"] {
+    for reason in [
+        "mismatch",
+        "missing",
+        "malformed",
+        "too_old",
+        "in_future",
+        "no_v1",
+    ] {
         let want = refused.iter().filter(|r| r.3 == reason).count() as f64;
         assert_eq!(
             metric(
@@ -196,7 +236,9 @@ async fn the_signature_matrix_refuses_every_bad_delivery_and_changes_nothing(poo
 async fn without_secrets_the_webhook_is_not_found(pool: PgPool) {
     let app = crate::helpers::spawn_app(pool).await;
     let body = event("evt_x", "payment_intent.succeeded", "x", json!({}));
-    let res = app.webhook_raw(Some(&sign(SECRET, now(), &body)), &body).await;
+    let res = app
+        .webhook_raw(Some(&sign(SECRET, now(), &body)), &body)
+        .await;
     assert_problem(res, 404, "not_found").await;
 }
 
@@ -204,11 +246,15 @@ async fn without_secrets_the_webhook_is_not_found(pool: PgPool) {
 async fn a_signed_body_that_is_not_an_event_is_400_and_a_huge_one_413(pool: PgPool) {
     let app = spawn(pool).await;
     for body in [&b"[]"[..], b"{\"type\":\"x\"}", b"not json"] {
-        let res = app.webhook_raw(Some(&sign(SECRET, now(), body)), body).await;
+        let res = app
+            .webhook_raw(Some(&sign(SECRET, now(), body)), body)
+            .await;
         assert_problem(res, 400, "invalid_request").await;
     }
     let huge = vec![b' '; 300 * 1024];
-    let res = app.webhook_raw(Some(&sign(SECRET, now(), &huge)), &huge).await;
+    let res = app
+        .webhook_raw(Some(&sign(SECRET, now(), &huge)), &huge)
+        .await;
     assert_problem(res, 413, "payload_too_large").await;
     assert_eq!(app.events_recorded().await, 0);
 }
@@ -228,7 +274,12 @@ async fn a_repeated_event_is_applied_once_even_when_delivered_concurrently(pool:
     assert_eq!(app.stock("DUP").await, 1);
 
     // Eight concurrent deliveries of one refund: the unit comes back once.
-    let refund = event("evt_dup_refund", "charge.refunded", &order, json!({"object": "charge", "refunded": true}));
+    let refund = event(
+        "evt_dup_refund",
+        "charge.refunded",
+        &order,
+        json!({"object": "charge", "refunded": true}),
+    );
     let tasks = (0..8).map(|_| {
         let (app, refund) = (app.clone(), refund.clone());
         tokio::spawn(async move { app.webhook(&refund).await })
@@ -238,16 +289,18 @@ async fn a_repeated_event_is_applied_once_even_when_delivered_concurrently(pool:
     }
     assert_eq!(app.status(&order).await, "refunded");
     assert_eq!(app.stock("DUP").await, 2, "restocked exactly once");
-    let recorded: (i64, String) =
-        sqlx::query_as("SELECT COUNT(*), MIN(result) FROM payment_events WHERE event_id = 'evt_dup_refund'")
-            .fetch_one(&app.pool)
-            .await
-            .expect("row");
+    let recorded: (i64, String) = sqlx::query_as(
+        "SELECT COUNT(*), MIN(result) FROM payment_events WHERE event_id = 'evt_dup_refund'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("row");
     assert_eq!(recorded, (1, "applied".to_owned()));
     let text = app.metrics().await;
     assert_eq!(counted(&text, "payment_intent.succeeded", "duplicate"), 1.0);
     assert_eq!(
-        counted(&text, "charge.refunded", "applied") + counted(&text, "charge.refunded", "duplicate"),
+        counted(&text, "charge.refunded", "applied")
+            + counted(&text, "charge.refunded", "duplicate"),
         8.0
     );
 }
@@ -259,7 +312,13 @@ async fn out_of_order_deliveries_never_undo_a_payment_nor_restock_twice(pool: Pg
 
     // A failure delivered after the success: the order stays paid, answered 200.
     let paid = app.hold("alice", "OOO").await;
-    app.webhook(&event("evt_a_ok", "payment_intent.succeeded", &paid, json!({}))).await;
+    app.webhook(&event(
+        "evt_a_ok",
+        "payment_intent.succeeded",
+        &paid,
+        json!({}),
+    ))
+    .await;
     for (id, kind) in [
         ("evt_a_fail", "payment_intent.payment_failed"),
         ("evt_a_cancel", "payment_intent.canceled"),
@@ -273,16 +332,33 @@ async fn out_of_order_deliveries_never_undo_a_payment_nor_restock_twice(pool: Pg
 
     // Two refund events of one order (a second refund of the same charge): restocked once.
     for id in ["evt_a_refund_1", "evt_a_refund_2"] {
-        app.webhook(&event(id, "charge.refunded", &paid, json!({"refunded": true}))).await;
+        app.webhook(&event(
+            id,
+            "charge.refunded",
+            &paid,
+            json!({"refunded": true}),
+        ))
+        .await;
     }
     assert_eq!(app.status(&paid).await, "refunded");
     assert_eq!(app.stock("OOO").await, 3);
 
     // A partial refund is not a refund.
     let partly = app.hold("bob", "OOO").await;
-    app.webhook(&event("evt_b_ok", "payment_intent.succeeded", &partly, json!({}))).await;
+    app.webhook(&event(
+        "evt_b_ok",
+        "payment_intent.succeeded",
+        &partly,
+        json!({}),
+    ))
+    .await;
     let receipt = app
-        .webhook(&event("evt_b_part", "charge.refunded", &partly, json!({"refunded": false})))
+        .webhook(&event(
+            "evt_b_part",
+            "charge.refunded",
+            &partly,
+            json!({"refunded": false}),
+        ))
         .await;
     assert_eq!(receipt["result"], "ignored_partial_refund");
     assert_eq!(app.status(&partly).await, "paid");
@@ -292,13 +368,23 @@ async fn out_of_order_deliveries_never_undo_a_payment_nor_restock_twice(pool: Pg
     let early = app.hold("carol", "OOO").await;
     let stock = app.stock("OOO").await;
     let receipt = app
-        .webhook(&event("evt_c_refund", "charge.refunded", &early, json!({"refunded": true})))
+        .webhook(&event(
+            "evt_c_refund",
+            "charge.refunded",
+            &early,
+            json!({"refunded": true}),
+        ))
         .await;
     assert_eq!(receipt["result"], "applied", "{receipt}");
     assert_eq!(app.status(&early).await, "cancelled");
     assert_eq!(app.stock("OOO").await, stock + 1);
     let receipt = app
-        .webhook(&event("evt_c_ok", "payment_intent.succeeded", &early, json!({})))
+        .webhook(&event(
+            "evt_c_ok",
+            "payment_intent.succeeded",
+            &early,
+            json!({}),
+        ))
         .await;
     assert_eq!(receipt["result"], "already_refunded", "{receipt}");
     assert_eq!(app.status(&early).await, "cancelled");
@@ -307,7 +393,12 @@ async fn out_of_order_deliveries_never_undo_a_payment_nor_restock_twice(pool: Pg
     // A failure while the order is a hold cancels it.
     let failed = app.hold("dave", "OOO").await;
     let receipt = app
-        .webhook(&event("evt_d_fail", "payment_intent.payment_failed", &failed, json!({})))
+        .webhook(&event(
+            "evt_d_fail",
+            "payment_intent.payment_failed",
+            &failed,
+            json!({}),
+        ))
         .await;
     assert_eq!(receipt["result"], "applied");
     assert_eq!(app.status(&failed).await, "cancelled");
@@ -320,7 +411,12 @@ async fn a_failure_never_cancels_a_confirmed_order(pool: PgPool) {
     let order = app.hold("alice", "CONF").await;
     assert_eq!(app.status(&order).await, "confirmed");
     let receipt = app
-        .webhook(&event("evt_conf_fail", "payment_intent.payment_failed", &order, json!({})))
+        .webhook(&event(
+            "evt_conf_fail",
+            "payment_intent.payment_failed",
+            &order,
+            json!({}),
+        ))
         .await;
     assert_eq!(receipt["result"], "ignored_state");
     assert_eq!(app.status(&order).await, "confirmed");
@@ -331,11 +427,30 @@ async fn unknown_types_and_orders_are_answered_200_and_counted(pool: PgPool) {
     let app = spawn(pool).await;
     let nobody = "0190b1a2-3c4d-7e5f-8a9b-0c1d2e3f4a5b";
     let cases = [
-        (event("evt_u1", "customer.created", nobody, json!({})), "ignored_type"),
-        (event("evt_u2", "payment_intent.succeeded", nobody, json!({})), "unknown_order"),
-        (event("evt_u3", "payment_intent.succeeded", "not-an-order", json!({})), "unknown_order"),
         (
-            event("evt_u4", "checkout.session.completed", nobody, json!({"payment_status": "unpaid"})),
+            event("evt_u1", "customer.created", nobody, json!({})),
+            "ignored_type",
+        ),
+        (
+            event("evt_u2", "payment_intent.succeeded", nobody, json!({})),
+            "unknown_order",
+        ),
+        (
+            event(
+                "evt_u3",
+                "payment_intent.succeeded",
+                "not-an-order",
+                json!({}),
+            ),
+            "unknown_order",
+        ),
+        (
+            event(
+                "evt_u4",
+                "checkout.session.completed",
+                nobody,
+                json!({"payment_status": "unpaid"}),
+            ),
             "ignored_unpaid",
         ),
     ];
@@ -345,8 +460,14 @@ async fn unknown_types_and_orders_are_answered_200_and_counted(pool: PgPool) {
     }
     let text = app.metrics().await;
     assert_eq!(counted(&text, "other", "ignored_type"), 1.0);
-    assert_eq!(counted(&text, "payment_intent.succeeded", "unknown_order"), 2.0);
-    assert_eq!(counted(&text, "checkout.session.completed", "ignored_unpaid"), 1.0);
+    assert_eq!(
+        counted(&text, "payment_intent.succeeded", "unknown_order"),
+        2.0
+    );
+    assert_eq!(
+        counted(&text, "checkout.session.completed", "ignored_unpaid"),
+        1.0
+    );
     assert_eq!(app.events_recorded().await, 4);
 }
 
@@ -358,7 +479,12 @@ async fn a_payment_after_its_hold_expired_is_honoured_or_refund_due(pool: PgPool
     wait_for_status(&app, &order, "expired").await;
     // The unit is back on sale and nobody took it: the late payment takes it again.
     let receipt = app
-        .webhook(&event("evt_late_1", "payment_intent.succeeded", &order, json!({})))
+        .webhook(&event(
+            "evt_late_1",
+            "payment_intent.succeeded",
+            &order,
+            json!({}),
+        ))
         .await;
     assert_eq!(receipt["result"], "applied", "{receipt}");
     assert_eq!(app.status(&order).await, "paid");
@@ -370,12 +496,20 @@ async fn a_payment_after_its_hold_expired_is_honoured_or_refund_due(pool: PgPool
     wait_for_status(&app, &order, "expired").await;
     let _other = app.hold("carol", "LATE2").await;
     let receipt = app
-        .webhook(&event("evt_late_2", "payment_intent.succeeded", &order, json!({})))
+        .webhook(&event(
+            "evt_late_2",
+            "payment_intent.succeeded",
+            &order,
+            json!({}),
+        ))
         .await;
     assert_eq!(receipt["result"], "refund_due", "{receipt}");
     assert_eq!(app.status(&order).await, "refund_due");
     let text = app.metrics().await;
-    assert_eq!(counted(&text, "payment_intent.succeeded", "refund_due"), 1.0);
+    assert_eq!(
+        counted(&text, "payment_intent.succeeded", "refund_due"),
+        1.0
+    );
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -390,16 +524,18 @@ async fn a_database_outage_is_503_with_retry_after_and_records_nothing(pool: PgP
         .fetch_one(&pool)
         .await
         .expect("db");
-    let settings = crate::helpers::settings(
-        &db.0,
-        &[("PAYMENT_WEBHOOK_SECRETS", SECRET)],
-    );
+    let settings = crate::helpers::settings(&db.0, &[("PAYMENT_WEBHOOK_SECRETS", SECRET)]);
     let app = origin::Application::build_with_pool(settings, dead)
         .await
         .expect("builds while the database is down");
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until(std::future::pending()));
-    let body = event("evt_down", "payment_intent.succeeded", "0190b1a2-3c4d-7e5f-8a9b-0c1d2e3f4a5b", json!({}));
+    let body = event(
+        "evt_down",
+        "payment_intent.succeeded",
+        "0190b1a2-3c4d-7e5f-8a9b-0c1d2e3f4a5b",
+        json!({}),
+    );
     let res = reqwest::Client::new()
         .post(format!("{base}/v1/payments/stripe"))
         .header("stripe-signature", sign(SECRET, now(), &body))
