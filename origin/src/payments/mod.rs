@@ -3,7 +3,7 @@
 //! (at most [`MAX_EVENT_BYTES`]) → [`signature`] verifies `Stripe-Signature` → [`event`] parses
 //! the event → [`PaymentWebhooks::receive`] records the event id (`store::payments`) and applies
 //! its intent through the orders service (`orders`), the one place order states change → the
-//! route writes the [`Receipt`] (or the problem) and counts it.
+//! route writes the [`WebhookReceipt`] (or the problem) and counts it.
 //!
 //! Deliveries are at-least-once and out of order; what that means for each case:
 //!
@@ -100,7 +100,7 @@ impl Outcome {
 
 /// The 200 answer to a delivery: Stripe only looks at the status; the body is for people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct Receipt {
+pub struct WebhookReceipt {
     /// The event's `id`.
     pub event_id: String,
     /// `applied`, `refund_due`, `already_refunded`, `ignored_state`, `unknown_order`,
@@ -158,8 +158,8 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    pub fn receipt(&self) -> Receipt {
-        Receipt {
+    pub fn receipt(&self) -> WebhookReceipt {
+        WebhookReceipt {
             event_id: self.event.id.to_string(),
             result: self.outcome.as_str().to_owned(),
             duplicate: self.duplicate,

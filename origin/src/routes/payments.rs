@@ -29,7 +29,7 @@ use crate::problem::ApiError;
         ("Stripe-Signature" = String, Header, description = "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"{t}.{raw body}\")>[,v1=…]; any v1 under any of PAYMENT_WEBHOOK_SECRETS; |now - t| <= 300 s; other schemes (v0) ignored"),
     ),
     responses(
-        (status = 200, description = "Recorded (see `result`)", body = payments::Receipt),
+        (status = 200, description = "Recorded (see `result`)", body = payments::WebhookReceipt),
         (status = 400, description = "`webhook_signature` (missing, malformed, stale or forged signature; nothing changed) or `invalid_request` (signed, but not an event)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: PAYMENT_WEBHOOK_SECRETS is not configured", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`", body = shared::Problem, content_type = "application/problem+json"),

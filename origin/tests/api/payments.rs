@@ -560,3 +560,44 @@ async fn wait_for_status(app: &TestApp, order: &str, want: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn reconcile_lists_an_applied_event_whose_order_does_not_exist(pool: PgPool) {
+    let app = spawn(pool.clone()).await;
+    app.put_hold_sku("REC", 2, 300).await;
+    let order = app.hold("alice", "REC").await;
+    app.webhook(&event(
+        "evt_rec_ok",
+        "payment_intent.succeeded",
+        &order,
+        json!({}),
+    ))
+    .await;
+    app.webhook(&event(
+        "evt_rec_other",
+        "customer.created",
+        &order,
+        json!({}),
+    ))
+    .await;
+    let (code, out) = crate::reconcile::run_reconcile(&pool).await;
+    assert_eq!((code, out.trim()), (0, "reconciliation: ok"));
+    // An event recorded as applied to an order this database never had (a restore from an
+    // older backup, a manual edit).
+    sqlx::query(
+        "INSERT INTO payment_events (event_id, type, order_id, result)
+         VALUES ('evt_ghost', 'payment_intent.succeeded', gen_random_uuid(), 'applied')",
+    )
+    .execute(&pool)
+    .await
+    .expect("corrupt");
+    let (code, out) = crate::reconcile::run_reconcile(&pool).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "payment event evt_ghost (payment_intent.succeeded) is recorded applied but its order"
+        ) && out.contains("does not exist"),
+        "{out}"
+    );
+    assert!(out.contains("reconciliation: 1 discrepancies"), "{out}");
+}
