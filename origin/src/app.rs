@@ -11,9 +11,9 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::auth::Credentials;
+use crate::hold_queue::HoldQueue;
 use crate::metrics::Metrics;
 use crate::orders::OrderService;
-use crate::orders::queue::HoldQueue;
 use crate::pseudonym::Pseudonyms;
 use crate::purchase::Context;
 use crate::purchase::PurchaseService;

@@ -167,16 +167,17 @@ impl Metrics {
             holds_active: Gauge::default(),
             holds_overdue: Gauge::default(),
             hold_expiries: Counter::default(),
-            expiry_lag: Histogram::new(
-                [
-                    0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
-                ]
-                .into_iter(),
-            ),
+            expiry_lag: Histogram::new([
+                0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
+            ]),
             returns: Family::default(),
             refund_due: Counter::default(),
             redlock: RedlockMetrics::register(&mut registry),
         };
+        // Every reason's series exists from the start (dashboards and alerts name them).
+        for reason in ["expired", "cancelled", "refunded"] {
+            let _ = metrics.returns.get_or_create(&ReturnLabels { reason });
+        }
         let r = &mut registry;
         r.register(
             "origin_purchase_requests",

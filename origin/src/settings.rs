@@ -151,7 +151,8 @@ struct Environment {
     #[arg(long, env = "RUN_MIGRATIONS", default_value = "true", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     run_migrations: bool,
     /// namespace of this deployment's Redis keys: `<prefix>:lock:sku:<SKU>`,
-    /// `<prefix>:fence:sku:<SKU>` (see [security.md](security.md#redis-keys))
+    /// `<prefix>:fence:sku:<SKU>`, and the holds' delayed queue `<prefix>:holds:due` on the
+    /// first `REDIS_URLS` node (see [security.md](security.md#redis-keys))
     #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "flashgate")]
     redis_key_prefix: String,
     /// Postgres pool size

@@ -4,7 +4,7 @@
 //! Two sources of due holds feed [`OrderService::expire`], which decides each hold exactly once
 //! in the database (under the SKU's lease, on the locked row, by the database's clock — whoever
 //! else tries, a hold expires once):
-//! - the delayed queue ([`super::queue`]): every [`MOVE_EVERY`] the mover pops the entries due by
+//! - the delayed queue ([`crate::hold_queue`]): every [`MOVE_EVERY`] the mover pops the entries due by
 //!   the queue node's clock — each entry goes to one process — and expires them, grouped by SKU;
 //! - the database sweep, the truth: every [`SWEEP_EVERY`] (and at once at startup) it reads the
 //!   holds more than [`SWEEP_GRACE`] past due (partial index `orders_held_expires_idx`) and
@@ -24,7 +24,7 @@ use shared::Sku;
 use uuid::Uuid;
 
 use super::OrderService;
-use super::queue::{HoldQueue, parse_member};
+use crate::hold_queue::{self, HoldQueue, parse_member};
 use crate::store::orders as store;
 
 /// How often the mover pops due entries.
@@ -92,7 +92,7 @@ async fn sweep(service: &OrderService, queue: &HoldQueue) {
     );
     let members: Vec<String> = due
         .iter()
-        .map(|d| super::queue::member(&d.sku, d.order_id))
+        .map(|d| hold_queue::member(&d.sku, d.order_id))
         .collect();
     let due: Vec<(Sku, Uuid)> = due
         .into_iter()

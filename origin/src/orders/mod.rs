@@ -20,7 +20,6 @@
 //! still answer `sold_out` from what it knew before.
 
 pub mod expiry;
-pub mod queue;
 pub mod state;
 
 use std::sync::Arc;
@@ -30,6 +29,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use shared::{OrderStatus, OrderView, Sku, UserId};
 use uuid::Uuid;
 
+use crate::hold_queue;
 use crate::purchase::Context;
 use crate::purchase::knowledge::LOCAL_TTL;
 use crate::store::StoreError;
@@ -381,7 +381,7 @@ impl OrderService {
                 .await;
         }
         if before.status == OrderStatus::Held {
-            let member = queue::member(&now.sku, now.order_id);
+            let member = hold_queue::member(&now.sku, now.order_id);
             let holds = ctx.holds.clone();
             tokio::spawn(async move {
                 if let Err(e) = holds.remove(&[member]).await {

@@ -181,13 +181,16 @@ mod tests {
         for action in &actions {
             for state in S::ALL {
                 let p = plan(state, action);
-                let allowed = match (action, state) {
-                    (OrderAction::Pay { .. }, S::Held | S::Expired) => true,
-                    (OrderAction::Cancel, S::Held | S::Confirmed) => true,
-                    (OrderAction::Refund { .. }, S::Confirmed | S::Paid | S::RefundDue) => true,
-                    (OrderAction::Expire, S::Held) => true,
-                    _ => false,
-                };
+                let allowed = matches!(
+                    (action, state),
+                    (OrderAction::Pay { .. }, S::Held | S::Expired)
+                        | (OrderAction::Cancel, S::Held | S::Confirmed)
+                        | (
+                            OrderAction::Refund { .. },
+                            S::Confirmed | S::Paid | S::RefundDue
+                        )
+                        | (OrderAction::Expire, S::Held)
+                );
                 assert_eq!(matches!(p, Plan::Move(_)), allowed, "{action:?} on {state}");
             }
         }

@@ -14,8 +14,8 @@ use uuid::Uuid;
 use super::answer::{Answer, Refusal};
 use super::combiner::Job;
 use super::knowledge::SaleKnowledge;
+use crate::hold_queue::{self, HoldQueue};
 use crate::metrics::Metrics;
-use crate::orders::queue::{self, HoldQueue};
 use crate::settings::PurchaseSettings;
 use crate::store::{self, Attempt, BatchMode, StoreError};
 use redlock::{Lease, Pause, Redlock, RedlockError, RetryPolicy};
@@ -183,7 +183,7 @@ impl Context {
         let entries: Vec<(String, i64)> = res
             .holds
             .iter()
-            .map(|id| (queue::member(sku.as_str(), *id), due))
+            .map(|id| (hold_queue::member(sku.as_str(), *id), due))
             .collect();
         let holds = self.holds.clone();
         tokio::spawn(async move {

@@ -474,3 +474,29 @@ async fn returns_racing_purchase_batches_never_oversell_and_keep_the_books(pool:
     assert_eq!(stock, 20 - sold as i64);
     assert_books_balance(&pool).await;
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_return_of_a_replaced_sale_goes_back_to_that_sale_not_the_current_one(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku_holds("GEN", 3, 10, 600).await;
+    let old = created(app.buy("u", "k1", "GEN", 2).await).await;
+    let old = old["order_id"].as_str().expect("id").to_owned();
+    // A new sale of 5 units (generation 2); the old hold still counts toward the cap.
+    app.put_sku_holds("GEN", 5, 3, 600).await;
+    assert_problem(app.buy("u", "k2", "GEN", 2).await, 409, "purchase_limit").await;
+    order_view(app.order_action(&old, "cancel", "", Caller::Shop).await).await;
+    assert_eq!(
+        app.stock("GEN").await,
+        5,
+        "the current sale is not restocked"
+    );
+    let archived: (i64, i64, i64) = sqlx::query_as(
+        "SELECT initial_stock, stock, units_out FROM sku_generations WHERE sku = 'GEN' AND generation = 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("generation 1");
+    assert_eq!(archived, (3, 3, 0), "generation 1 got its units back");
+    created(app.buy("u", "k3", "GEN", 2).await).await;
+    assert_books_balance(&pool).await;
+}

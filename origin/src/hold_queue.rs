@@ -1,9 +1,9 @@
-//! The holds' delayed queue: a Redis sorted set `<REDIS_KEY_PREFIX>:holds:due` on the FIRST node
+//! The holds' delayed queue, beside the request path: a Redis sorted set `<REDIS_KEY_PREFIX>:holds:due` on the FIRST node
 //! of `REDIS_URLS`, scored by each hold's `expires_at` (unix ms), member `<SKU>/<order id>`.
 //!
 //! It only drives the timing of expiries; the database is the truth. A purchase batch that
 //! created holds adds them (`ZADD NX`, after its commit, off the request path); the expiry mover
-//! ([`super::expiry`]) pops the due ones atomically (one Lua script: `ZRANGEBYSCORE` by the
+//! (`orders::expiry`) pops the due ones atomically (one Lua script: `ZRANGEBYSCORE` by the
 //! node's own clock + `ZREM`, so one process gets each entry); a payment or a cancellation
 //! removes its entry. Every entry is removed when it is popped, so the set holds at most the
 //! live holds. An entry lost with the node, a failed `ZADD`, or a mover that crashed after a pop
