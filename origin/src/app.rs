@@ -131,7 +131,13 @@ impl Application {
             "credentials loaded"
         );
         let payments = settings.payment_webhook_secrets.clone().map(|secrets| {
-            crate::payments::PaymentWebhooks::new(secrets, pool.clone(), orders.clone())
+            crate::payments::PaymentWebhooks::new(
+                secrets,
+                pool.clone(),
+                orders.clone(),
+                settings.payment_webhook_max_concurrency,
+                settings.db_acquire_timeout,
+            )
         });
         let state = AppState {
             pool,

@@ -75,6 +75,8 @@ pub struct Settings {
     pub admin_tokens: BearerTokens,
     /// `PAYMENT_WEBHOOK_SECRETS`; unset: `POST /v1/payments/stripe` answers 404.
     pub payment_webhook_secrets: Option<WebhookSecrets>,
+    /// `PAYMENT_WEBHOOK_MAX_CONCURRENCY`, its default applied.
+    pub payment_webhook_max_concurrency: u32,
     /// `REDIS_KEY_PREFIX`.
     pub redis_key_prefix: String,
     /// `RUN_MIGRATIONS`.
@@ -147,6 +149,12 @@ struct Environment {
     /// 404 and no payment event is accepted
     #[arg(long, env = "PAYMENT_WEBHOOK_SECRETS")]
     payment_webhook_secrets: Option<String>,
+    /// payment webhook deliveries decided at once (each uses a database connection while it
+    /// is), at least 1 and below `DB_MAX_CONNECTIONS`, so a burst of deliveries cannot take the
+    /// purchases' connections; one that waits `DB_ACQUIRE_TIMEOUT_MS` for its turn answers 503
+    /// (Stripe retries it)
+    #[arg(long, env = "PAYMENT_WEBHOOK_MAX_CONCURRENCY", value_parser = env::trimmed::<u32>)]
+    payment_webhook_max_concurrency: Option<u32>,
     /// apply `origin/migrations` at startup; `false` when migrations run separately
     #[arg(long, env = "RUN_MIGRATIONS", default_value = "true", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     run_migrations: bool,
@@ -487,6 +495,28 @@ impl Settings {
                 reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
             });
         }
+        let payment_webhook_max_concurrency = raw
+            .payment_webhook_max_concurrency
+            .unwrap_or((db_max_connections / 4).max(1));
+        if payment_webhook_max_concurrency == 0
+            || (db_max_connections > 1 && payment_webhook_max_concurrency >= db_max_connections)
+        {
+            return Err(SettingsError::Invalid {
+                name: "PAYMENT_WEBHOOK_MAX_CONCURRENCY",
+                reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
+            });
+        }
+        let payment_webhook_max_concurrency = raw
+            .payment_webhook_max_concurrency
+            .unwrap_or((db_max_connections / 4).max(1));
+        if payment_webhook_max_concurrency == 0
+            || (db_max_connections > 1 && payment_webhook_max_concurrency >= db_max_connections)
+        {
+            return Err(SettingsError::Invalid {
+                name: "PAYMENT_WEBHOOK_MAX_CONCURRENCY",
+                reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
+            });
+        }
         let (database_url, database_tls) = database(raw.database_url, raw.database_tls)?;
         Ok(Self {
             database_url,
@@ -500,6 +530,7 @@ impl Settings {
             accept_signature_v1: raw.accept_signature_v1,
             admin_tokens,
             payment_webhook_secrets,
+            payment_webhook_max_concurrency,
             redis_key_prefix: raw.redis_key_prefix,
             run_migrations: raw.run_migrations,
             db_max_connections,

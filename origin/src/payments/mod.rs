@@ -27,10 +27,12 @@ pub mod event;
 pub mod signature;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use shared::{ErrorCode, OrderStatus};
 use sqlx::PgPool;
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::orders::{OrderAction, OrderError, OrderService, PaymentSource, Requester};
@@ -173,14 +175,28 @@ pub struct PaymentWebhooks {
     secrets: Arc<WebhookSecrets>,
     pool: PgPool,
     orders: OrderService,
+    /// At most `PAYMENT_WEBHOOK_MAX_CONCURRENCY` deliveries are decided at once (each holds a
+    /// database connection while it is), so a burst of deliveries — Stripe sends them
+    /// concurrently, and a sale makes thousands — cannot take the purchases' connections.
+    turns: Arc<Semaphore>,
+    /// How long a delivery waits for its turn before it answers 503 (`DB_ACQUIRE_TIMEOUT_MS`).
+    wait: Duration,
 }
 
 impl PaymentWebhooks {
-    pub fn new(secrets: WebhookSecrets, pool: PgPool, orders: OrderService) -> Self {
+    pub fn new(
+        secrets: WebhookSecrets,
+        pool: PgPool,
+        orders: OrderService,
+        max_concurrency: u32,
+        wait: Duration,
+    ) -> Self {
         Self {
             secrets: Arc::new(secrets),
             pool,
             orders,
+            turns: Arc::new(Semaphore::new(max_concurrency.max(1) as usize)),
+            wait,
         }
     }
 
@@ -194,6 +210,15 @@ impl PaymentWebhooks {
     ) -> Result<Delivery, WebhookError> {
         signature::verify(signature_header, body, &self.secrets, now_unix)?;
         let event = event::parse(body)?;
+        let _turn = match tokio::time::timeout(self.wait, self.turns.acquire()).await {
+            Ok(Ok(turn)) => turn,
+            // Never closed; refused like a full pool would.
+            Ok(Err(_)) | Err(_) => {
+                return Err(WebhookError::Unavailable(
+                    "every payment webhook turn is busy".into(),
+                ));
+            }
+        };
         let begun =
             store::begin_event(&self.pool, event.id.as_str(), &event.raw_type, event.order).await?;
         if let Begun::Decided(stored) = begun {

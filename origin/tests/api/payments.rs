@@ -601,3 +601,60 @@ async fn reconcile_lists_an_applied_event_whose_order_does_not_exist(pool: PgPoo
     );
     assert!(out.contains("reconciliation: 1 discrepancies"), "{out}");
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deliveries_beyond_their_turns_wait_then_answer_503_and_a_retry_is_applied(pool: PgPool) {
+    // One turn, a short wait: a cancellation holds its turn until the sale has reopened
+    // everywhere (about a second after its commit), so a second delivery meanwhile waits 200 ms
+    // and is refused with 503 — Stripe retries it — instead of taking another connection.
+    let app = spawn_app_with(
+        pool,
+        &[
+            ("PAYMENT_WEBHOOK_SECRETS", SECRET),
+            ("PAYMENT_WEBHOOK_MAX_CONCURRENCY", "1"),
+            ("DB_ACQUIRE_TIMEOUT_MS", "200"),
+        ],
+    )
+    .await;
+    let app = std::sync::Arc::new(app);
+    app.put_hold_sku("TURN", 3, 300).await;
+    let cancelled = app.hold("alice", "TURN").await;
+    let paid = app.hold("bob", "TURN").await;
+    let cancel = event(
+        "evt_turn_cancel",
+        "payment_intent.canceled",
+        &cancelled,
+        json!({}),
+    );
+    let first = {
+        let app = app.clone();
+        tokio::spawn(async move { app.webhook(&cancel).await })
+    };
+    // The cancellation has committed: it now holds the only turn for about a second.
+    let start = Instant::now();
+    while sqlx::query_scalar::<_, String>("SELECT status FROM orders WHERE order_id = $1::uuid")
+        .bind(&cancelled)
+        .fetch_one(&app.pool)
+        .await
+        .expect("status")
+        != "cancelled"
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never cancelled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let pay = event("evt_turn_pay", "payment_intent.succeeded", &paid, json!({}));
+    let res = app
+        .webhook_raw(Some(&sign(SECRET, now(), &pay)), &pay)
+        .await;
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_problem(res, 503, "unavailable").await;
+    assert_eq!(
+        app.status(&paid).await,
+        "held",
+        "the refused delivery changed nothing"
+    );
+    assert_eq!(first.await.expect("first")["result"], "applied");
+    // Stripe's retry of the same event is applied.
+    assert_eq!(app.webhook(&pay).await["result"], "applied");
+    assert_eq!(app.status(&paid).await, "paid");
+}
