@@ -15,7 +15,8 @@
 # (so PUT /v1/admin/skus/{sku} is exercised past auth), every operation with the token, every
 # operation without credentials — with the `not_a_server_error` check.
 # Then it checks that rejected requests changed nothing: the seeded SKU is unchanged, there is no
-# order and no idempotency record (every unsigned purchase must be refused with a 4xx), no SKU's
+# order, no idempotency record and no payment event (every unsigned purchase and webhook — the
+# origin runs with PAYMENT_WEBHOOK_SECRETS set — must be refused with a 4xx), no SKU's
 # stock differs from its initial stock, and the SKUs in the database are exactly the seed plus
 # those whose PUT was answered 200. Prints one summary line; exits non-zero on any 5xx or
 # changed state. The origin is stopped, the database dropped and the Redis keys deleted on exit.
@@ -55,6 +56,7 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 BASE="http://127.0.0.1:$PORT"
 ADMIN_TOKEN="fuzz-admin-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 EDGE_SHARED_SECRET="fuzz-edge-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+PAYMENT_WEBHOOK_SECRET="whsec_fuzz_$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 SEED_SKU="fuzz-seed-$RANDOM"
 SEED_STOCK=25
 ORIGIN_PID=""
@@ -88,6 +90,7 @@ DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB" \
   LISTEN_ADDR="127.0.0.1:$PORT" \
   EDGE_SHARED_SECRET="$EDGE_SHARED_SECRET" EDGE_SHARED_SECRETS= \
   ADMIN_TOKEN="$ADMIN_TOKEN" ADMIN_TOKENS= \
+  PAYMENT_WEBHOOK_SECRETS="$PAYMENT_WEBHOOK_SECRET" \
   RUST_LOG="${RUST_LOG:-warn}" \
   target/debug/origin >"$OUT/origin.log" 2>&1 &
 ORIGIN_PID=$!
@@ -189,13 +192,14 @@ SEED_AFTER=$(curl -s "$BASE/v1/skus/$SEED_SKU")
 ORDERS=$("${PSQL[@]}" -d "$DB" -c "SELECT count(*) FROM orders")
 RECORDS=$("${PSQL[@]}" -d "$DB" -c "SELECT count(*) FROM idempotency_records")
 MOVED=$("${PSQL[@]}" -d "$DB" -c "SELECT count(*) FROM skus WHERE stock <> initial_stock")
+EVENTS=$("${PSQL[@]}" -d "$DB" -c "SELECT count(*) FROM payment_events")
 "${PSQL[@]}" -d "$DB" -c "SELECT sku FROM skus ORDER BY sku" >"$OUT/skus-in-db.txt"
 
-"$VENV/bin/python" - "$OUT" "$SEED_SKU" "$SEED_BEFORE" "$SEED_AFTER" "$ORDERS" "$RECORDS" "$MOVED" "$st_failed" <<'PY'
+"$VENV/bin/python" - "$OUT" "$SEED_SKU" "$SEED_BEFORE" "$SEED_AFTER" "$ORDERS" "$RECORDS" "$MOVED" "$st_failed" "$EVENTS" <<'PY'
 import json, sys, urllib.parse
 from collections import Counter
 
-out, seed_sku, before, after, orders, records, moved, st_failed = sys.argv[1:]
+out, seed_sku, before, after, orders, records, moved, st_failed, events = sys.argv[1:]
 total, statuses, per_op, created, five = 0, Counter(), Counter(), set(), []
 admin_ok, purchases, purchases_not_4xx = 0, 0, []
 for name in ("admin", "all", "anonymous"):
@@ -229,6 +233,8 @@ if orders != "0":
     problems.append(f"{orders} orders exist (no purchase was signed)")
 if records != "0":
     problems.append(f"{records} idempotency records exist")
+if events != "0":
+    problems.append(f"{events} payment events recorded (no webhook was signed)")
 if moved != "0":
     problems.append(f"{moved} SKUs have stock != initial_stock")
 unexpected = in_db - created - {seed_sku}

@@ -12,6 +12,8 @@ use tokio::process::{Child, Command};
 
 pub(crate) const EDGE_SECRET: &str = "bench-edge-secret-0123456789";
 pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
+/// The origins' `PAYMENT_WEBHOOK_SECRETS` (what `bench holds` signs its payments with).
+pub(crate) const WEBHOOK_SECRET: &str = "whsec_bench_0123456789abcdef0123";
 
 /// The server processes a cluster runs.
 #[derive(Debug, Clone, Copy)]
@@ -171,6 +173,7 @@ impl Cluster {
                         .env_remove("EDGE_SHARED_SECRETS")
                         .env_remove("ADMIN_TOKENS")
                         .env("SINGLE_FLIGHT", single_flight.to_string())
+                        .env("PAYMENT_WEBHOOK_SECRETS", WEBHOOK_SECRET)
                         .env("RUST_LOG", "warn");
                     c
                 }

@@ -8,11 +8,13 @@
 //! each as a share of the ceiling and a ratio to redis-lua. `bench soak` starts the same kind of
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
 //! file descriptors. Every run verifies the invariants against the database and exits non-zero
-//! on a violation. `bench serve-ceiling` and `bench serve-redis-lua` are the servers `compare`
+//! on a violation. `bench holds` runs the hot SKU without and with holds (abandoned or paid by
+//! signed Stripe-style webhooks) in one cluster. `bench serve-ceiling` and `bench serve-redis-lua` are the servers `compare`
 //! starts.
 
 mod books;
 mod cluster;
+mod holds;
 mod plot;
 mod procstat;
 mod report;
@@ -114,6 +116,11 @@ enum Command {
     /// origins' RSS and open file descriptors; fails on any error, an invariant violation or
     /// growth beyond the limits.
     Soak(soak::SoakArgs),
+    /// Start Redis nodes and origin processes and run the hot SKU without holds, then with
+    /// holds (`hold_secs`) of which a share is abandoned and the rest paid by signed Stripe
+    /// webhooks: throughput beside each other, expiry lag, every abandoned unit sold again,
+    /// books balanced at every sample.
+    Holds(holds::HoldsArgs),
 }
 
 /// The shape of the sale.
@@ -167,6 +174,10 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(2);
             }
             true
+        }
+        Command::Holds(args) => {
+            let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+            holds::run(&args, &command_line).await?
         }
         Command::Run {
             sale,

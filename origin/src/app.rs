@@ -127,12 +127,23 @@ impl Application {
             edge_key_ids = ?settings.edge_secrets.kids().map(|k| k.as_str()).collect::<Vec<_>>(),
             accept_signature_v1 = settings.accept_signature_v1,
             admin_tokens = settings.admin_tokens.len(),
+            payment_webhook_secrets = settings.payment_webhook_secrets.as_ref().map_or(0, |w| w.len()),
             "credentials loaded"
         );
+        let payments = settings.payment_webhook_secrets.clone().map(|secrets| {
+            crate::payments::PaymentWebhooks::new(
+                secrets,
+                pool.clone(),
+                orders.clone(),
+                settings.payment_webhook_max_concurrency,
+                settings.db_acquire_timeout,
+            )
+        });
         let state = AppState {
             pool,
             purchases,
             orders,
+            payments,
             lock,
             metrics,
             registry: Arc::new(registry),

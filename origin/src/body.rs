@@ -97,14 +97,19 @@ fn find<'a, T: std::error::Error + 'static>(
 /// Reads the whole body, refusing more than [`MAX_BODY_BYTES`] with 413 `payload_too_large` and
 /// a body slower than its deadline with 408 `request_timeout`.
 pub async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
-    let e = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    read_at_most(body, MAX_BODY_BYTES).await
+}
+
+/// [`read_limited`] with another size limit (the payment webhook's events are larger).
+pub async fn read_at_most(body: Body, max_bytes: usize) -> Result<Bytes, ApiError> {
+    let e = match Limited::new(body, max_bytes).collect().await {
         Ok(collected) => return Ok(collected.to_bytes()),
         Err(e) => e,
     };
     if find::<LengthLimitError>(&*e).is_some() {
         return Err(ApiError::new(
             ErrorCode::PayloadTooLarge,
-            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            format!("request body is larger than {max_bytes} bytes"),
         ));
     }
     if let Some(timeout) = find::<BodyReadTimeout>(&*e) {

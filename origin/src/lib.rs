@@ -15,6 +15,7 @@ mod layout;
 pub mod metrics;
 pub mod openapi;
 pub mod orders;
+pub mod payments;
 pub mod problem;
 pub mod pseudonym;
 pub mod purchase;

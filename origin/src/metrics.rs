@@ -26,6 +26,25 @@ pub struct SignatureLabels {
     pub kid: String,
 }
 
+/// Label set of `origin_payment_events_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PaymentEventLabels {
+    /// The event type the origin acts on (`payment_intent.succeeded`, …) or `other`.
+    pub r#type: &'static str,
+    /// What the delivery did: `applied`, `refund_due`, `already_refunded`, `ignored_state`,
+    /// `unknown_order`, `ignored_type`, `ignored_unpaid`, `ignored_partial_refund`, `duplicate`
+    /// (an event already decided), `invalid` (a verified body that is not an event) or
+    /// `unavailable` (503, retried by the provider).
+    pub result: &'static str,
+}
+
+/// Label set of `origin_webhook_signature_failures_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignatureFailureLabels {
+    /// `missing`, `malformed`, `no_v1`, `too_old`, `in_future` or `mismatch`.
+    pub reason: &'static str,
+}
+
 /// Label set of `origin_returns_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReturnLabels {
@@ -92,6 +111,12 @@ pub struct Metrics {
     /// `origin_http_connections_closed_total{reason}`: connections the server closed on its own
     /// initiative (timeouts, reclaimed at the connection cap).
     pub http_closed: Family<CloseLabels, Counter>,
+    /// `origin_payment_events_total{type,result}`: payment webhook deliveries with a valid
+    /// signature, by event type and what they did.
+    pub payment_events: Family<PaymentEventLabels, Counter>,
+    /// `origin_webhook_signature_failures_total{reason}`: payment webhook deliveries refused
+    /// with 400 `webhook_signature`.
+    pub webhook_signature_failures: Family<SignatureFailureLabels, Counter>,
     /// `origin_holds_active`: orders held right now, across all processes (read from the
     /// database by the expiry loop every few seconds).
     pub holds_active: Gauge,
@@ -137,6 +162,8 @@ impl Metrics {
             in_flight: Gauge::default(),
             http_connections: Gauge::default(),
             http_closed: Family::default(),
+            payment_events: Family::default(),
+            webhook_signature_failures: Family::default(),
             holds_active: Gauge::default(),
             holds_overdue: Gauge::default(),
             hold_expiries: Counter::default(),
@@ -258,6 +285,16 @@ impl Metrics {
             metrics.http_closed.clone(),
         );
         r.register(
+            "origin_payment_events",
+            "Payment webhook deliveries with a valid signature, by event type and result",
+            metrics.payment_events.clone(),
+        );
+        r.register(
+            "origin_webhook_signature_failures",
+            "Payment webhook deliveries refused for their signature, by reason",
+            metrics.webhook_signature_failures.clone(),
+        );
+        r.register(
             "origin_holds_active",
             "Orders held right now, awaiting payment (all processes)",
             metrics.holds_active.clone(),
@@ -288,6 +325,23 @@ impl Metrics {
             metrics.refund_due.clone(),
         );
         (metrics, registry)
+    }
+
+    /// Counts one verified payment webhook delivery.
+    pub fn count_payment_event(&self, kind: &'static str, result: &'static str) {
+        self.payment_events
+            .get_or_create(&PaymentEventLabels {
+                r#type: kind,
+                result,
+            })
+            .inc();
+    }
+
+    /// Counts one payment webhook delivery refused for its signature.
+    pub fn count_webhook_signature_failure(&self, reason: &'static str) {
+        self.webhook_signature_failures
+            .get_or_create(&SignatureFailureLabels { reason })
+            .inc();
     }
 
     /// Counts `n` orders whose units went back on sale for `reason`.

@@ -33,7 +33,7 @@ use utoipa::OpenApi;
         shared::RefundRequest
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "admin"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "payments"), (name = "catalogue"), (name = "admin"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

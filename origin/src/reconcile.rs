@@ -12,6 +12,10 @@
 //!   user's held, confirmed and paid orders of the SKU, across generations;
 //! - every stored 201 points at an existing order, and every order younger than the idempotency
 //!   retention has its stored 201;
+//! - every payment event that acted on an order (`applied`, `refund_due`, `already_refunded`)
+//!   names an existing order, and no event stays `pending` (a delivery that failed half-way)
+//!   longer than [`STUCK_EVENT_AFTER`] — Stripe retries a failed delivery for three days, a
+//!   retry decides it, so one still pending after that was never retried.
 //! - `refund_due` orders (a payment that came after its hold expired, with no unit left): listed
 //!   until refunded;
 //! - every paid order has its payment record (`order_payments`);
@@ -27,6 +31,10 @@ use sqlx::PgPool;
 
 use crate::pseudonym::Pseudonyms;
 use crate::store::{StoreError, books};
+
+/// A payment event still `pending` this long after it arrived is reported (Stripe retries a
+/// failed delivery for up to three days).
+pub const STUCK_EVENT_AFTER: Duration = Duration::from_secs(4 * 24 * 3600);
 
 /// One thing that does not add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +67,15 @@ pub enum Discrepancy {
     AnswerWithoutOrder { user: String, key: String },
     /// An order (younger than the retention) without its stored 201.
     OrderWithoutAnswer { order_id: String },
+    /// A payment event recorded as having acted on an order that does not exist.
+    EventWithoutOrder {
+        event_id: String,
+        event_type: String,
+        result: String,
+        order_id: Option<String>,
+    },
+    /// A payment event whose delivery never finished and was never retried.
+    StuckEvent { event_id: String },
     /// A payment arrived after the hold expired and no unit could be taken: refund it.
     RefundDue { order_id: String, sku: String },
     /// A paid order without its payment record.
@@ -116,6 +133,20 @@ impl fmt::Display for Discrepancy {
             Self::OrderWithoutAnswer { order_id } => {
                 write!(f, "order {order_id} has no stored 201")
             }
+            Self::EventWithoutOrder {
+                event_id,
+                event_type,
+                result,
+                order_id,
+            } => write!(
+                f,
+                "payment event {event_id} ({event_type}) is recorded {result} but its order {} does not exist",
+                order_id.as_deref().unwrap_or("(none)")
+            ),
+            Self::StuckEvent { event_id } => write!(
+                f,
+                "payment event {event_id} is still pending: its delivery never finished and was not retried"
+            ),
             Self::RefundDue { order_id, sku } => write!(
                 f,
                 "sku {sku}: order {order_id} is refund_due (paid after its hold expired; refund it)"
@@ -148,6 +179,8 @@ impl Discrepancy {
             }
             Self::StockMismatch { .. }
             | Self::OrderWithoutAnswer { .. }
+            | Self::EventWithoutOrder { .. }
+            | Self::StuckEvent { .. }
             | Self::RefundDue { .. }
             | Self::PaidWithoutPayment { .. }
             | Self::StuckHold { .. } => {}
@@ -202,6 +235,23 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .await?
             .into_iter()
             .map(|order_id| Discrepancy::OrderWithoutAnswer { order_id }),
+    );
+    found.extend(
+        books::events_without_order(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::EventWithoutOrder {
+                event_id: r.event_id,
+                event_type: r.event_type,
+                result: r.result,
+                order_id: r.order_id,
+            }),
+    );
+    found.extend(
+        books::stuck_events(pool, STUCK_EVENT_AFTER)
+            .await?
+            .into_iter()
+            .map(|event_id| Discrepancy::StuckEvent { event_id }),
     );
     found.extend(
         books::refund_due(pool)

@@ -37,6 +37,7 @@ use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 mod batch;
 pub(crate) mod books;
 pub mod orders;
+pub mod payments;
 
 pub use batch::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer, decide_batch};
 

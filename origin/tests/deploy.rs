@@ -21,12 +21,13 @@ use sqlx::PgPool;
 
 const EDGE_SECRET: &str = "deploy-test-edge-secret-0123456789";
 const ADMIN_TOKEN: &str = "deploy-test-admin-token-0123456789";
+const WEBHOOK_SECRET: &str = "whsec_deploy_test_0123456789";
 
 /// Labels Prometheus adds to every scraped series (target labels) or that histograms carry.
 const IMPLICIT_LABELS: [&str; 3] = ["instance", "job", "le"];
 
 /// Alerts that must exist: (name, severity, fragments the expression must contain).
-const REQUIRED_ALERTS: [(&str, &str, &[&str]); 9] = [
+const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
     (
         "FlashgateLockAcquireFailures",
         "warning",
@@ -76,10 +77,20 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 9] = [
         "warning",
         &["origin_refund_due_total", "> 0"],
     ),
+    (
+        "FlashgateWebhookSignatureFailures",
+        "warning",
+        &["origin_webhook_signature_failures_total"],
+    ),
+    (
+        "FlashgatePaymentEventsFailing",
+        "warning",
+        &["origin_payment_events_total", "unavailable"],
+    ),
 ];
 
 /// What the Lock Health dashboard must show, as the series it queries.
-const DASHBOARD_MUST_QUERY: [&str; 18] = [
+const DASHBOARD_MUST_QUERY: [&str; 20] = [
     "redlock_acquire_total",
     "redlock_acquire_seconds_bucket",
     "redlock_node_errors_total",
@@ -98,6 +109,8 @@ const DASHBOARD_MUST_QUERY: [&str; 18] = [
     "origin_hold_expiry_lag_seconds_bucket",
     "origin_returns_total",
     "origin_refund_due_total",
+    "origin_payment_events_total",
+    "origin_webhook_signature_failures_total",
 ];
 
 fn repo_file(relative: &str) -> String {
@@ -615,6 +628,7 @@ async fn every_metric_in_dashboard_and_alerts_is_exported_by_a_live_origin(pool:
         ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
         ("RUN_MIGRATIONS", "false".to_owned()),
         ("REDIS_KEY_PREFIX", format!("test-deploy:{db}")),
+        ("PAYMENT_WEBHOOK_SECRETS", WEBHOOK_SECRET.to_owned()),
     ]
     .into_iter()
     .collect();
@@ -675,6 +689,29 @@ async fn every_metric_in_dashboard_and_alerts_is_exported_by_a_live_origin(pool:
         .await
         .expect("purchase");
     assert_eq!(res.status(), 201, "{:?}", res.text().await);
+
+    // A payment event (of a type the origin ignores) and a delivery with a forged signature:
+    // the webhook's labelled series.
+    let event = br#"{"id":"evt_deploy_1","type":"customer.created","data":{"object":{}}}"#;
+    for (signature, status) in [
+        (
+            origin::payments::signature::sign(WEBHOOK_SECRET, now(), event),
+            200,
+        ),
+        (
+            origin::payments::signature::sign("whsec_forged_0123456789", now(), event),
+            400,
+        ),
+    ] {
+        let res = client
+            .post(format!("{base}/v1/payments/stripe"))
+            .header("stripe-signature", signature)
+            .body(event.to_vec())
+            .send()
+            .await
+            .expect("webhook");
+        assert_eq!(res.status(), status, "{:?}", res.text().await);
+    }
 
     let res = client
         .get(format!("{base}/metrics"))

@@ -15,6 +15,8 @@ pub enum ErrorCode {
     MissingIdempotencyKey,
     /// 401 (origin): missing, malformed, expired or forged `Flashgate-Signature`/`Flashgate-User`.
     BadSignature,
+    /// 400: a payment provider webhook whose signature is missing, malformed, stale or forged.
+    WebhookSignature,
     /// 401: admin endpoint without the right bearer token.
     Unauthorized,
     /// 401 (edge): missing, malformed, forged, expired or non-HS256 shopper token.
@@ -57,6 +59,7 @@ impl ErrorCode {
             Self::InvalidRequest => "invalid_request",
             Self::MissingIdempotencyKey => "missing_idempotency_key",
             Self::BadSignature => "bad_signature",
+            Self::WebhookSignature => "webhook_signature",
             Self::Unauthorized => "unauthorized",
             Self::Unauthenticated => "unauthenticated",
             Self::UnknownSku => "unknown_sku",
@@ -79,7 +82,7 @@ impl ErrorCode {
 
     pub const fn status(self) -> u16 {
         match self {
-            Self::InvalidRequest | Self::MissingIdempotencyKey => 400,
+            Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
             Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -101,6 +104,7 @@ impl ErrorCode {
             Self::InvalidRequest => "Invalid request",
             Self::MissingIdempotencyKey => "Missing Idempotency-Key",
             Self::BadSignature => "Bad signature",
+            Self::WebhookSignature => "Bad webhook signature",
             Self::Unauthorized => "Unauthorized",
             Self::Unauthenticated => "Unauthenticated",
             Self::UnknownSku => "Unknown SKU",
@@ -196,6 +200,7 @@ mod tests {
             ErrorCode::Unavailable,
             ErrorCode::RequestTimeout,
             ErrorCode::HeadersTooLarge,
+            ErrorCode::WebhookSignature,
             ErrorCode::OrderNotFound,
             ErrorCode::OrderState,
         ] {

@@ -9,6 +9,7 @@ pub(crate) mod admin;
 pub mod health;
 pub mod limits;
 pub(crate) mod orders;
+pub(crate) mod payments;
 pub(crate) mod purchases;
 pub mod reads;
 pub(crate) mod skus;
@@ -46,6 +47,8 @@ pub struct AppState {
     pub purchases: PurchaseService,
     /// Payments, cancellations, refunds and expiries of orders.
     pub orders: OrderService,
+    /// The payment provider's webhook; `None` without `PAYMENT_WEBHOOK_SECRETS` (404).
+    pub payments: Option<crate::payments::PaymentWebhooks>,
     pub lock: Redlock,
     pub metrics: Arc<Metrics>,
     pub registry: Arc<Registry>,
@@ -70,6 +73,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(orders::pay))
         .routes(routes!(orders::cancel))
         .routes(routes!(orders::refund))
+        .routes(routes!(payments::stripe))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))

@@ -107,6 +107,8 @@ fn described_default(name: &str) -> &'static str {
         "ADMIN_TOKEN" => "this or `ADMIN_TOKENS`",
         "DB_READ_MAX_CONNECTIONS" => "a quarter of `DB_MAX_CONNECTIONS` (4)",
         "LOG_HASH_KEY" => "random per process",
+        "PAYMENT_WEBHOOK_SECRETS" => "unset (the payment webhook is off)",
+        "PAYMENT_WEBHOOK_MAX_CONCURRENCY" => "a quarter of `DB_MAX_CONNECTIONS` (4)",
         _ => "unset",
     }
 }

@@ -432,3 +432,35 @@ fn configuration_doc_lists_every_variable_with_its_default() {
     }
     assert!(table.contains("| `BATCH_MAX` | `500` |"), "{table}");
 }
+
+#[test]
+fn payment_webhook_secrets_are_optional_listed_checked_and_never_shown() {
+    let s = with(&[]).expect("defaults");
+    assert!(s.payment_webhook_secrets.is_none(), "off unless configured");
+    let s = with(&[(
+        "PAYMENT_WEBHOOK_SECRETS",
+        "whsec_new_0123456789abcdef, whsec_old_0123456789abcdef",
+    )])
+    .expect("two secrets");
+    assert_eq!(s.payment_webhook_secrets.as_ref().map(|w| w.len()), Some(2));
+    let shown = format!("{s:?}");
+    assert!(!shown.contains("whsec_"), "{shown}");
+    assert_eq!(
+        s.payment_webhook_max_concurrency, 4,
+        "a quarter of the pool"
+    );
+    let s = with(&[("PAYMENT_WEBHOOK_MAX_CONCURRENCY", "2")]).expect("two at once");
+    assert_eq!(s.payment_webhook_max_concurrency, 2);
+    for bad in ["0", "16", "x"] {
+        let err = with(&[("PAYMENT_WEBHOOK_MAX_CONCURRENCY", bad)]).expect_err(bad);
+        assert!(
+            err.to_string().contains("PAYMENT_WEBHOOK_MAX_CONCURRENCY"),
+            "{err}"
+        );
+    }
+    for bad in ["whsec_short", "whsec_new_0123456789abcdef,", ","] {
+        let err = with(&[("PAYMENT_WEBHOOK_SECRETS", bad)]).expect_err(bad);
+        assert!(err.to_string().contains("PAYMENT_WEBHOOK_SECRETS"), "{err}");
+        assert!(!err.to_string().contains("whsec_"), "{err}");
+    }
+}

@@ -185,3 +185,44 @@ pub(crate) async fn stuck_holds(
     .fetch_all(pool)
     .await?)
 }
+
+/// A payment event recorded as having acted on an order that does not exist.
+#[derive(Debug)]
+pub(crate) struct EventWithoutOrder {
+    pub(crate) event_id: String,
+    pub(crate) event_type: String,
+    pub(crate) result: String,
+    pub(crate) order_id: Option<String>,
+}
+
+/// Payment events that acted on an order (`applied`, `refund_due`, `already_refunded`) whose
+/// order does not exist, by event id.
+pub(crate) async fn events_without_order(
+    pool: &PgPool,
+) -> Result<Vec<EventWithoutOrder>, StoreError> {
+    Ok(sqlx::query_as!(
+        EventWithoutOrder,
+        r#"SELECT e.event_id, e.type AS event_type, e.result, e.order_id::text AS order_id
+         FROM payment_events e LEFT JOIN orders o ON o.order_id = e.order_id
+         WHERE e.result IN ('applied', 'refund_due', 'already_refunded') AND o.order_id IS NULL
+         ORDER BY e.event_id"#,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Ids of payment events still `pending` `older_than` after they arrived (a delivery that
+/// failed half-way and was never retried), oldest first.
+pub(crate) async fn stuck_events(
+    pool: &PgPool,
+    older_than: Duration,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        "SELECT event_id FROM payment_events
+         WHERE result = 'pending' AND received_at < now() - make_interval(secs => $1)
+         ORDER BY received_at",
+        older_than.as_secs_f64(),
+    )
+    .fetch_all(pool)
+    .await?)
+}

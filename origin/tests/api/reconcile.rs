@@ -6,7 +6,7 @@ use sqlx::PgPool;
 
 use crate::helpers::{assert_problem, spawn_app};
 
-async fn run_reconcile(pool: &PgPool) -> (i32, String) {
+pub(crate) async fn run_reconcile(pool: &PgPool) -> (i32, String) {
     let (_, url) = crate::processes::database_of(pool).await;
     let out = Command::new(env!("CARGO_BIN_EXE_origin"))
         .arg("reconcile")

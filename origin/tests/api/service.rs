@@ -166,6 +166,7 @@ async fn openapi_is_served_and_matches_the_committed_copy(pool: PgPool) {
         "/healthz",
         "/readyz",
         "/metrics",
+        "/v1/payments/stripe",
     ] {
         assert!(doc["paths"][path].is_object(), "missing {path}");
     }
