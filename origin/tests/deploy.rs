@@ -27,7 +27,7 @@ const WEBHOOK_SECRET: &str = "whsec_deploy_test_0123456789";
 const IMPLICIT_LABELS: [&str; 3] = ["instance", "job", "le"];
 
 /// Alerts that must exist: (name, severity, fragments the expression must contain).
-const REQUIRED_ALERTS: [(&str, &str, &[&str]); 8] = [
+const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
     (
         "FlashgateLockAcquireFailures",
         "warning",
@@ -68,10 +68,29 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 8] = [
         "warning",
         &["origin_payment_events_total", "unavailable"],
     ),
+    (
+        "FlashgateHoldExpiryLagging",
+        "warning",
+        &[
+            "histogram_quantile(0.99",
+            "origin_hold_expiry_lag_seconds_bucket",
+            "> 2",
+        ],
+    ),
+    (
+        "FlashgateHoldsStuck",
+        "critical",
+        &["origin_holds_overdue", "> 0"],
+    ),
+    (
+        "FlashgateRefundDue",
+        "warning",
+        &["origin_refund_due_total", "> 0"],
+    ),
 ];
 
 /// What the Lock Health dashboard must show, as the series it queries.
-const DASHBOARD_MUST_QUERY: [&str; 15] = [
+const DASHBOARD_MUST_QUERY: [&str; 20] = [
     "redlock_acquire_total",
     "redlock_acquire_seconds_bucket",
     "redlock_node_errors_total",
@@ -87,6 +106,11 @@ const DASHBOARD_MUST_QUERY: [&str; 15] = [
     "origin_reconcile_discrepancies",
     "origin_payment_events_total",
     "origin_webhook_signature_failures_total",
+    "origin_holds_active",
+    "origin_holds_overdue",
+    "origin_hold_expiry_lag_seconds_bucket",
+    "origin_returns_total",
+    "origin_refund_due_total",
 ];
 
 fn repo_file(relative: &str) -> String {

@@ -1,5 +1,6 @@
-//! The expiry loop, one per origin process, off the request path: holds not paid by their
-//! `expires_at` become `expired` and their units go back on sale.
+//! Hold expiry, off the request path: the loop (one per origin process) and its transaction
+//! ([`OrderService::expire`]). Holds not paid by their `expires_at` become `expired` and their
+//! units go back on sale.
 //!
 //! Two sources of due holds feed [`OrderService::expire`], which decides each hold exactly once
 //! in the database (under the SKU's lease, on the locked row, by the database's clock — whoever
@@ -17,15 +18,17 @@
 //! `origin_holds_overdue`).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use shared::Sku;
 use uuid::Uuid;
 
-use super::OrderService;
+use super::{OrderError, OrderService, ReturnReason, Work, Worked};
 use crate::hold_queue::{self, HoldQueue, parse_member};
-use crate::store::orders as store;
+use crate::store::orders::{self as store, Change, OrderTx};
+use redlock::Lease;
+use shared::OrderStatus;
 
 /// How often the mover pops due entries.
 pub const MOVE_EVERY: Duration = Duration::from_millis(100);
@@ -120,4 +123,84 @@ async fn expire_all(service: &OrderService, due: Vec<(Sku, Uuid)>) {
         }
     }))
     .await;
+}
+
+/// The expiry transaction.
+impl OrderService {
+    /// Expires the holds `ids` of `sku` that are due by the database's clock, in one
+    /// transaction under the SKU's lease; returns the ids that were not (yet) expirable — not
+    /// due, or no longer held. Each hold is expired exactly once, whoever else tries.
+    pub async fn expire(&self, sku: &Sku, ids: &[Uuid]) -> Result<Vec<Uuid>, OrderError> {
+        let deadline = Instant::now() + self.ctx.settings.request_deadline;
+        match self
+            .under_lease(sku.as_str(), deadline, Work::Expire(sku, ids))
+            .await?
+        {
+            Worked::Expired(left) => Ok(left),
+            Worked::Transacted(_) => Ok(Vec::new()),
+        }
+    }
+
+    pub(super) async fn expire_under(
+        &self,
+        sku: &Sku,
+        ids: &[Uuid],
+        lease: &Lease,
+    ) -> Result<Vec<Uuid>, OrderError> {
+        let commit_by = self.commit_by(lease)?;
+        let observed_at = Instant::now();
+        let mut tx = OrderTx::begin(&self.ctx.pool).await?;
+        let books = tx.lock_sku(sku.as_str(), Some(lease.fence())).await?;
+        let due = tx.lock_due_holds(sku.as_str(), ids).await?;
+        let left: Vec<Uuid> = ids
+            .iter()
+            .filter(|id| !due.iter().any(|r| r.order_id == **id))
+            .copied()
+            .collect();
+        if due.is_empty() {
+            return Ok(left);
+        }
+        let changes: Vec<Change> = due
+            .into_iter()
+            .map(|order| Change {
+                order,
+                to: OrderStatus::Expired,
+                restock: true,
+                take: false,
+                restocked: None,
+                payment: None,
+            })
+            .collect();
+        let applied = tx
+            .apply(
+                sku.as_str(),
+                books,
+                Some(lease.fence()),
+                &changes,
+                Some(commit_by),
+            )
+            .await?;
+        let n = applied.orders.len();
+        let ctx = &self.ctx;
+        ctx.metrics
+            .count_return(ReturnReason::Expired.label(), n as u64);
+        ctx.metrics.hold_expiries.inc_by(n as u64);
+        for lag in &applied.expiry_lags {
+            ctx.metrics.expiry_lag.observe(lag.max(0.0));
+        }
+        if let Some(sale) = applied.sale {
+            ctx.knowledge
+                .learn_state(sku, observed_at, Some(sale), &ctx.pool)
+                .await;
+        }
+        tracing::info!(
+            target: "flashgate::audit",
+            event = "holds_expired",
+            sku = %sku,
+            orders = n,
+            fence = lease.fence(),
+            "holds expired"
+        );
+        Ok(left)
+    }
 }
