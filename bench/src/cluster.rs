@@ -174,6 +174,9 @@ impl Cluster {
                         .env_remove("ADMIN_TOKENS")
                         .env("SINGLE_FLIGHT", single_flight.to_string())
                         .env("PAYMENT_WEBHOOK_SECRETS", WEBHOOK_SECRET)
+                        // Half the pool (16) for payment deliveries: `bench holds` pays 70 % of
+                        // a hot sale's holds by webhook.
+                        .env("PAYMENT_WEBHOOK_MAX_CONCURRENCY", "8")
                         .env("RUST_LOG", "warn");
                     c
                 }

@@ -11,6 +11,7 @@ mod checks;
 mod env;
 #[cfg(test)]
 mod tests;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ use clap::{ArgAction, Args};
 use secrecy::SecretString;
 use shared::{BearerTokens, SecretRing, SecretsError};
 
-use crate::payments::signature::WebhookSecrets;
+use webhook::WebhookSecrets;
 
 use checks::{check_breaker, check_http, check_redis_tls, database, redis_urls};
 
@@ -142,19 +143,8 @@ struct Environment {
     /// one bearer token (≥ 16 chars)
     #[arg(long, env = "ADMIN_TOKEN")]
     admin_token: Option<String>,
-    /// `secret,secret` (each ≥ 16 chars, without `,`; Stripe's `whsec_…` endpoint signing
-    /// secrets): a `POST /v1/payments/stripe` delivery is accepted when one of its `v1`
-    /// signatures matches one of these — list the new secret beside the old one during a
-    /// rotation ([security.md](security.md#secret-rotation), step 4). Unset: that route answers
-    /// 404 and no payment event is accepted
-    #[arg(long, env = "PAYMENT_WEBHOOK_SECRETS")]
-    payment_webhook_secrets: Option<String>,
-    /// payment webhook deliveries decided at once (each uses a database connection while it
-    /// is), at least 1 and below `DB_MAX_CONNECTIONS`, so a burst of deliveries cannot take the
-    /// purchases' connections; one that waits `DB_ACQUIRE_TIMEOUT_MS` for its turn answers 503
-    /// (Stripe retries it)
-    #[arg(long, env = "PAYMENT_WEBHOOK_MAX_CONCURRENCY", value_parser = env::trimmed::<u32>)]
-    payment_webhook_max_concurrency: Option<u32>,
+    #[command(flatten)]
+    payment_webhook: webhook::WebhookEnvironment,
     /// apply `origin/migrations` at startup; `false` when migrations run separately
     #[arg(long, env = "RUN_MIGRATIONS", default_value = "true", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     run_migrations: bool,
@@ -452,15 +442,6 @@ impl Settings {
             MIN_SECRET_LEN,
         )
         .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?;
-        let payment_webhook_secrets = raw
-            .payment_webhook_secrets
-            .as_deref()
-            .map(WebhookSecrets::parse)
-            .transpose()
-            .map_err(|e| SettingsError::Invalid {
-                name: "PAYMENT_WEBHOOK_SECRETS",
-                reason: e.to_string(),
-            })?;
         let redis_urls = redis_urls(raw.redis_urls.as_deref())?;
         check_redis_tls(&redis_urls, &raw.redis_tls)?;
         check_breaker(&raw.redlock_breaker)?;
@@ -495,28 +476,8 @@ impl Settings {
                 reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
             });
         }
-        let payment_webhook_max_concurrency = raw
-            .payment_webhook_max_concurrency
-            .unwrap_or((db_max_connections / 4).max(1));
-        if payment_webhook_max_concurrency == 0
-            || (db_max_connections > 1 && payment_webhook_max_concurrency >= db_max_connections)
-        {
-            return Err(SettingsError::Invalid {
-                name: "PAYMENT_WEBHOOK_MAX_CONCURRENCY",
-                reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
-            });
-        }
-        let payment_webhook_max_concurrency = raw
-            .payment_webhook_max_concurrency
-            .unwrap_or((db_max_connections / 4).max(1));
-        if payment_webhook_max_concurrency == 0
-            || (db_max_connections > 1 && payment_webhook_max_concurrency >= db_max_connections)
-        {
-            return Err(SettingsError::Invalid {
-                name: "PAYMENT_WEBHOOK_MAX_CONCURRENCY",
-                reason: "must be at least 1 and below DB_MAX_CONNECTIONS".into(),
-            });
-        }
+        let (payment_webhook_secrets, payment_webhook_max_concurrency) =
+            raw.payment_webhook.check(db_max_connections)?;
         let (database_url, database_tls) = database(raw.database_url, raw.database_tls)?;
         Ok(Self {
             database_url,

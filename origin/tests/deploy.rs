@@ -59,6 +59,16 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
     ),
     ("FlashgateRequestsShed", "warning", &["origin_shed_total"]),
     (
+        "FlashgateWebhookSignatureFailures",
+        "warning",
+        &["origin_webhook_signature_failures_total"],
+    ),
+    (
+        "FlashgatePaymentEventsFailing",
+        "warning",
+        &["origin_payment_events_total", "unavailable"],
+    ),
+    (
         "FlashgateHoldExpiryLagging",
         "warning",
         &[
@@ -77,16 +87,6 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
         "warning",
         &["origin_refund_due_total", "> 0"],
     ),
-    (
-        "FlashgateWebhookSignatureFailures",
-        "warning",
-        &["origin_webhook_signature_failures_total"],
-    ),
-    (
-        "FlashgatePaymentEventsFailing",
-        "warning",
-        &["origin_payment_events_total", "unavailable"],
-    ),
 ];
 
 /// What the Lock Health dashboard must show, as the series it queries.
@@ -104,13 +104,13 @@ const DASHBOARD_MUST_QUERY: [&str; 20] = [
     "origin_sold_out_fast_path_total",
     "origin_db_transaction_seconds_bucket",
     "origin_reconcile_discrepancies",
+    "origin_payment_events_total",
+    "origin_webhook_signature_failures_total",
     "origin_holds_active",
     "origin_holds_overdue",
     "origin_hold_expiry_lag_seconds_bucket",
     "origin_returns_total",
     "origin_refund_due_total",
-    "origin_payment_events_total",
-    "origin_webhook_signature_failures_total",
 ];
 
 fn repo_file(relative: &str) -> String {

@@ -16,71 +16,17 @@
 //! Comparisons are constant time: every (secret, signature) pair is compared, without an early
 //! exit. Secrets are held as [`secrecy`] values; no error message carries one.
 
-use std::fmt;
-
 use hmac::{Hmac, Mac};
-use secrecy::{ExposeSecret, SecretSlice};
 use sha2::Sha256;
 use subtle::{Choice, ConstantTimeEq};
+
+pub use crate::settings::webhook::WebhookSecrets;
 
 /// How far `t` may be from the server's clock, either way, in seconds (Stripe's default).
 pub const TOLERANCE_SECS: i64 = 300;
 
-/// Shortest accepted signing secret (Stripe's `whsec_…` secrets are far longer).
-pub const MIN_SECRET_LEN: usize = shared::secrets::MIN_SECRET_LEN;
-
 /// The header that carries the signature.
 pub const HEADER: &str = "stripe-signature";
-
-/// The signing secrets currently accepted (`PAYMENT_WEBHOOK_SECRETS`): several while a secret
-/// is rotated. At least one. `Debug` shows only how many there are.
-#[derive(Clone)]
-pub struct WebhookSecrets {
-    secrets: Vec<SecretSlice<u8>>,
-}
-
-/// Why `PAYMENT_WEBHOOK_SECRETS` is refused. Never carries a secret.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SecretsError {
-    #[error("entry {index} must be at least {MIN_SECRET_LEN} characters")]
-    TooShort { index: usize },
-    #[error("no secret is listed")]
-    Empty,
-}
-
-impl WebhookSecrets {
-    /// Parses `secret1,secret0`: entries separated by `,`, surrounding whitespace ignored, each
-    /// at least [`MIN_SECRET_LEN`] bytes. An empty entry (a stray `,`) is refused as too short.
-    pub fn parse(list: &str) -> Result<Self, SecretsError> {
-        let mut secrets = Vec::new();
-        for (i, entry) in list.split(',').map(str::trim).enumerate() {
-            if entry.len() < MIN_SECRET_LEN {
-                return Err(SecretsError::TooShort { index: i + 1 });
-            }
-            secrets.push(SecretSlice::from(entry.as_bytes().to_vec()));
-        }
-        if secrets.is_empty() {
-            return Err(SecretsError::Empty);
-        }
-        Ok(Self { secrets })
-    }
-
-    /// How many secrets are accepted.
-    pub fn len(&self) -> usize {
-        self.secrets.len()
-    }
-
-    /// Never true (a configuration has at least one secret); for clippy.
-    pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
-    }
-}
-
-impl fmt::Debug for WebhookSecrets {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "WebhookSecrets({} accepted, ***)", self.secrets.len())
-    }
-}
 
 /// Why a delivery's signature is refused (all answer 400 `webhook_signature`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -199,8 +145,8 @@ pub fn verify(
         .find_map(|(k, v)| (k == "t").then_some(v))
         .unwrap_or_default();
     let mut matched = Choice::from(0);
-    for secret in &secrets.secrets {
-        let expected = mac(secret.expose_secret(), t_text, body);
+    for secret in secrets.iter() {
+        let expected = mac(secret, t_text, body);
         for given in &parsed.v1 {
             matched |= expected.ct_eq(given);
         }
@@ -350,21 +296,5 @@ mod tests {
             Ok(NOW),
             "hex is case-insensitive when decoded"
         );
-    }
-
-    #[test]
-    fn secrets_are_checked_and_never_shown() {
-        assert_eq!(
-            WebhookSecrets::parse("short").err(),
-            Some(SecretsError::TooShort { index: 1 })
-        );
-        assert_eq!(
-            WebhookSecrets::parse(&format!("{SECRET},")).err(),
-            Some(SecretsError::TooShort { index: 2 })
-        );
-        let s = secrets(&format!(" {SECRET} ,{OLD}"));
-        assert_eq!(s.len(), 2);
-        let shown = format!("{s:?}");
-        assert!(!shown.contains("whsec"), "{shown}");
     }
 }
