@@ -23,6 +23,7 @@
 //! - A dependency failure (the database, the lock) answers 503 with `Retry-After`: Stripe
 //!   retries, and the event stays `pending` until a retry decides it.
 
+pub mod batch;
 pub mod event;
 pub mod signature;
 
@@ -38,7 +39,8 @@ use uuid::Uuid;
 use crate::orders::{OrderAction, OrderError, OrderService, PaymentSource, Requester};
 use crate::problem::ApiError;
 use crate::store::StoreError;
-use crate::store::payments::{self as store, Begun};
+use crate::store::payments::{self as store, Begun, LivePayment};
+use batch::{LivePayer, Paid};
 use event::{EventError, Ignored, Intent, PaymentEvent};
 use signature::{SignatureError, WebhookSecrets};
 
@@ -181,6 +183,8 @@ pub struct PaymentWebhooks {
     turns: Arc<Semaphore>,
     /// How long a delivery waits for its turn before it answers 503 (`DB_ACQUIRE_TIMEOUT_MS`).
     wait: Duration,
+    /// Payments of live holds, decided many per transaction ([`batch`]).
+    live: LivePayer,
 }
 
 impl PaymentWebhooks {
@@ -191,12 +195,14 @@ impl PaymentWebhooks {
         max_concurrency: u32,
         wait: Duration,
     ) -> Self {
+        let live = LivePayer::start(pool.clone(), orders.clone());
         Self {
             secrets: Arc::new(secrets),
             pool,
             orders,
             turns: Arc::new(Semaphore::new(max_concurrency.max(1) as usize)),
             wait,
+            live,
         }
     }
 
@@ -210,6 +216,26 @@ impl PaymentWebhooks {
     ) -> Result<Delivery, WebhookError> {
         signature::verify(signature_header, body, &self.secrets, now_unix)?;
         let event = event::parse(body)?;
+        if let (Intent::Pay, Some(order_id)) = (event.intent, event.order) {
+            // The common case, a new payment of a live hold: paid with others in one
+            // transaction, without a turn.
+            let payment = LivePayment {
+                event_id: event.id.to_string(),
+                event_type: event.raw_type.clone(),
+                order_id,
+            };
+            match self.live.pay(payment, self.wait).await {
+                Ok(Paid::Paid) => {
+                    return Ok(Delivery {
+                        event,
+                        outcome: Outcome::Applied,
+                        duplicate: false,
+                    });
+                }
+                Ok(Paid::NotLive) => {}
+                Err(cause) => return Err(WebhookError::Unavailable(cause)),
+            }
+        }
         let _turn = match tokio::time::timeout(self.wait, self.turns.acquire()).await {
             Ok(Ok(turn)) => turn,
             // Never closed; refused like a full pool would.

@@ -254,6 +254,13 @@ impl Worker {
                     break;
                 }
             }
+            // Holds of this SKU that fell due are expired first, under this lease: their
+            // units are on sale for the batch that follows.
+            if self.ctx.due.waiting(&self.sku) {
+                if let Err(e) = self.ctx.expire_due(&self.sku, &lease).await {
+                    tracing::info!(sku = %self.sku, error = %e, "due holds not expired by the combiner; they wait for the next holder");
+                }
+            }
             match self.batch(&lease).await {
                 BatchStep::Done { sold_out: true } => break,
                 BatchStep::Done { sold_out: false } => {}
