@@ -1,14 +1,19 @@
 //! Payment provider webhooks (`POST /v1/payments/stripe`): Stripe's events confirm, cancel and
 //! refund orders. The path of one delivery: the route (`routes::payments`) reads the raw body
 //! (at most [`MAX_EVENT_BYTES`]) → [`signature`] verifies `Stripe-Signature` → [`event`] parses
-//! the event → [`PaymentWebhooks::receive`] records the event id (`store::payments`) and applies
-//! its intent through the orders service (`orders`), the one place order states change → the
-//! route writes the [`WebhookReceipt`] (or the problem) and counts it.
+//! the event → [`PaymentWebhooks::receive`]: a payment naming an order goes to the payments'
+//! combiner ([`batch`]), which pays it, if its order is a live hold and the event is new, in one
+//! transaction with the other payments waiting in the process (no turn, no lease: no unit
+//! moves); anything else — and a payment the combiner did not pay — takes a turn, records the
+//! event id (`store::payments`) and applies its intent through the orders service (`orders`),
+//! the one place order states change one by one → the route writes the [`WebhookReceipt`] (or
+//! the problem) and counts it.
 //!
 //! Deliveries are at-least-once and out of order; what that means for each case:
 //!
 //! - A repeated event id (a retry, a concurrent duplicate) applies nothing twice: the first
-//!   delivery records it `pending`, applies it and writes the result; a later delivery answers
+//!   delivery records it `pending`, applies it and writes the result (the combiner records a
+//!   payment it made `applied` in the transaction that made it); a later delivery answers
 //!   from the result (`duplicate: true`). A delivery that finds it still `pending` (a concurrent
 //!   delivery, or one that failed or died half-way) applies it again: every order transition
 //!   is idempotent (a repeat changes nothing), so the effect happens once.
@@ -177,9 +182,10 @@ pub struct PaymentWebhooks {
     secrets: Arc<WebhookSecrets>,
     pool: PgPool,
     orders: OrderService,
-    /// At most `PAYMENT_WEBHOOK_MAX_CONCURRENCY` deliveries are decided at once (each holds a
-    /// database connection while it is), so a burst of deliveries — Stripe sends them
-    /// concurrently, and a sale makes thousands — cannot take the purchases' connections.
+    /// At most `PAYMENT_WEBHOOK_MAX_CONCURRENCY` deliveries are decided one by one at once (each
+    /// holds a database connection while it is), so a burst of deliveries — Stripe sends them
+    /// concurrently, and a sale makes thousands — cannot take the purchases' connections. The
+    /// combiner's payments take no turn (one connection per batch).
     turns: Arc<Semaphore>,
     /// How long a delivery waits for its turn before it answers 503 (`DB_ACQUIRE_TIMEOUT_MS`).
     wait: Duration,

@@ -156,6 +156,12 @@ async fn a_payment_racing_its_holds_expiry_is_decided_exactly_once(pool: PgPool)
         .iter()
         .filter(|(_, r)| r["result"] == "refund_due")
         .count();
+    let expired = crate::helpers::metric(&app.metrics().await, "origin_hold_expiries_total");
+    eprintln!(
+        "30 payments racing their expiry: {expired} holds expired (the rivals' included), \
+         {refund_due} payments refund_due, {} rivals bought",
+        rivals.iter().filter(|s| **s == 201).count()
+    );
     let (code, out) = crate::reconcile::run_reconcile(&app.pool).await;
     if refund_due == 0 {
         assert_eq!((code, out.trim()), (0, "reconciliation: ok"));
