@@ -84,9 +84,9 @@ async fn decide(pool: &PgPool, orders: &OrderService, jobs: Vec<Job>) {
     // Each event and each order once per transaction; repeats go the general way.
     let mut events = HashSet::new();
     let mut ids = HashSet::new();
-    let (batch, repeats): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| {
-        events.insert(j.payment.event_id.clone()) && ids.insert(j.payment.order_id)
-    });
+    let (batch, repeats): (Vec<Job>, Vec<Job>) = jobs
+        .into_iter()
+        .partition(|j| events.insert(j.payment.event_id.clone()) && ids.insert(j.payment.order_id));
     for job in repeats {
         let _ = job.reply.send(Ok(Paid::NotLive));
     }

@@ -180,7 +180,10 @@ mod tests {
         let due = DueHolds::default();
         let sku = Sku::parse("SHOE-1").expect("sku");
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-        assert!(due.deposit(&sku, [a]), "the first deposit starts an expirer");
+        assert!(
+            due.deposit(&sku, [a]),
+            "the first deposit starts an expirer"
+        );
         assert!(!due.deposit(&sku, [b, a]), "one expirer per SKU");
         assert!(!due.retire(&sku), "holds wait: the expirer goes on");
         let mut taken = due.take(&sku);
@@ -190,6 +193,9 @@ mod tests {
         assert_eq!(taken, want, "each hold once");
         assert!(!due.waiting(&sku));
         assert!(due.retire(&sku));
-        assert!(due.deposit(&sku, [a]), "a new expirer once the last one retired");
+        assert!(
+            due.deposit(&sku, [a]),
+            "a new expirer once the last one retired"
+        );
     }
 }
