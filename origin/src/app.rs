@@ -101,6 +101,7 @@ impl Application {
             settings: settings.purchase.clone(),
             key_prefix: settings.redis_key_prefix.clone(),
             holds: holds.clone(),
+            due: Default::default(),
         });
         let orders = OrderService::new(purchases.shared_context());
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));

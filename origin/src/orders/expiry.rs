@@ -1,18 +1,22 @@
-//! Hold expiry, off the request path: the loop (one per origin process) and its transaction
-//! ([`OrderService::expire`]). Holds not paid by their `expires_at` become `expired` and their
-//! units go back on sale.
+//! Hold expiry, off the request path: the loop (one per origin process). Holds not paid by their
+//! `expires_at` become `expired` and their units go back on sale.
 //!
-//! Two sources of due holds feed [`OrderService::expire`], which decides each hold exactly once
-//! in the database (under the SKU's lease, on the locked row, by the database's clock — whoever
-//! else tries, a hold expires once):
-//! - the delayed queue ([`crate::hold_queue`]): every [`MOVE_EVERY`] the mover pops the entries due by
-//!   the queue node's clock — each entry goes to one process — and expires them, grouped by SKU;
+//! Two sources of due holds feed the SKU's waiting list (`purchase::due`), from which the next
+//! holder of the SKU's lease in this process expires them in one transaction (each hold exactly
+//! once, decided in the database on the locked row by the database's clock, whoever else
+//! tries): the SKU's combiner before its next purchase batch — a hot sale's expiries ride on the
+//! lease its batches hold rather than waiting for a turn between them — or else, [`HANDOFF`]
+//! later, the SKU's expirer task, which takes the lease itself:
+//! - the delayed queue ([`crate::hold_queue`]): every [`MOVE_EVERY`] the mover pops the entries
+//!   due by the queue node's clock — each entry goes to one process;
 //! - the database sweep, the truth: every [`SWEEP_EVERY`] (and at once at startup) it reads the
-//!   holds more than [`SWEEP_GRACE`] past due (partial index `orders_held_expires_idx`) and
-//!   expires them. It catches whatever the queue lost — an entry whose `ZADD` failed, a node
-//!   that lost its data, a process that crashed between a pop and its commit, a restart while
-//!   holds fell due — so a lost entry only delays an expiry by at most
-//!   `SWEEP_GRACE + SWEEP_EVERY` (plus the expiry itself).
+//!   holds more than [`SWEEP_GRACE`] past due (partial index `orders_held_expires_idx`). It
+//!   catches whatever the queue lost — an entry whose `ZADD` failed, a node that lost its data, a
+//!   process that crashed between a pop and its commit, a restart while holds fell due — so a
+//!   lost entry only delays an expiry by at most `SWEEP_GRACE + SWEEP_EVERY` (plus the expiry
+//!   itself).
+//!
+//! Neither waits for an expiry: the loop keeps its pace while an expirer waits for the lease.
 //!
 //! Every few seconds it also exports the number of live and stuck holds (`origin_holds_active`,
 //! `origin_holds_overdue`).
@@ -20,15 +24,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use shared::Sku;
 use uuid::Uuid;
 
-use super::{OrderError, OrderService, ReturnReason, Work, Worked};
+use super::{OrderError, OrderService, Work, Worked};
 use crate::hold_queue::{self, HoldQueue, parse_member};
-use crate::store::orders::{self as store, Change, OrderTx};
-use redlock::Lease;
-use shared::OrderStatus;
+use crate::store::orders as store;
 
 /// How often the mover pops due entries.
 pub const MOVE_EVERY: Duration = Duration::from_millis(100);
@@ -36,6 +37,12 @@ pub const MOVE_EVERY: Duration = Duration::from_millis(100);
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 /// The sweep leaves holds this recently due to the mover (processes do not race for them).
 pub const SWEEP_GRACE: Duration = Duration::from_millis(500);
+/// How long due holds wait for this process's combiner of their SKU (which expires them under
+/// the lease of its next batch) before the SKU's expirer takes the lease itself.
+pub const HANDOFF: Duration = Duration::from_millis(30);
+/// An expirer whose expiry failed (the lease or the database could not be had) tries again
+/// after this.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 /// Most holds taken per pop or sweep.
 const LIMIT: usize = 1000;
 /// How often the hold gauges are refreshed.
@@ -55,7 +62,7 @@ pub async fn run(service: OrderService, queue: HoldQueue) {
             Ok(members) if !members.is_empty() => {
                 let due: Vec<(Sku, Uuid)> =
                     members.iter().filter_map(|m| parse_member(m)).collect();
-                expire_all(&service, due).await;
+                expire_all(&service, due);
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "hold queue pop failed; the sweep covers it"),
@@ -101,31 +108,47 @@ async fn sweep(service: &OrderService, queue: &HoldQueue) {
         .into_iter()
         .filter_map(|d| Some((Sku::parse(&d.sku).ok()?, d.order_id)))
         .collect();
-    expire_all(service, due).await;
+    expire_all(service, due);
     // Their queue entries, if any, are spent.
     if let Err(e) = queue.remove(&members).await {
         tracing::debug!(error = %e, "could not remove swept holds from the delayed queue");
     }
 }
 
-/// Expires `due` holds, one transaction per SKU, the SKUs concurrently.
-async fn expire_all(service: &OrderService, due: Vec<(Sku, Uuid)>) {
+/// Hands `due` holds to their SKUs' waiting lists, starting an expirer for a SKU without one.
+fn expire_all(service: &OrderService, due: Vec<(Sku, Uuid)>) {
     let mut by_sku: HashMap<Sku, Vec<Uuid>> = HashMap::new();
     for (sku, id) in due {
         by_sku.entry(sku).or_default().push(id);
     }
-    join_all(by_sku.into_iter().map(|(sku, ids)| {
-        let service = service.clone();
-        async move {
-            if let Err(e) = service.expire(&sku, &ids).await {
-                tracing::warn!(sku = %sku, holds = ids.len(), error = %e, "holds not expired yet; retried by the sweep");
-            }
+    for (sku, ids) in by_sku {
+        if service.ctx.due.deposit(&sku, ids) {
+            tokio::spawn(expirer(service.clone(), sku));
         }
-    }))
-    .await;
+    }
 }
 
-/// The expiry transaction.
+/// The expirer of one SKU: while holds of it wait, gives this process's combiner [`HANDOFF`]
+/// to take them with its next batch, then takes the lease and expires what is left. Ends when
+/// nothing waits.
+async fn expirer(service: OrderService, sku: Sku) {
+    loop {
+        tokio::time::sleep(HANDOFF).await;
+        if service.ctx.due.retire(&sku) {
+            return;
+        }
+        let deadline = Instant::now() + service.ctx.settings.request_deadline;
+        if let Err(e) = service
+            .under_lease(sku.as_str(), deadline, Work::ExpireDue(&sku))
+            .await
+        {
+            tracing::warn!(sku = %sku, error = %e, "due holds not expired yet; retrying");
+            tokio::time::sleep(RETRY_AFTER_FAILURE).await;
+        }
+    }
+}
+
+/// Expiry on demand.
 impl OrderService {
     /// Expires the holds `ids` of `sku` that are due by the database's clock, in one
     /// transaction under the SKU's lease; returns the ids that were not (yet) expirable — not
@@ -139,68 +162,5 @@ impl OrderService {
             Worked::Expired(left) => Ok(left),
             Worked::Transacted(_) => Ok(Vec::new()),
         }
-    }
-
-    pub(super) async fn expire_under(
-        &self,
-        sku: &Sku,
-        ids: &[Uuid],
-        lease: &Lease,
-    ) -> Result<Vec<Uuid>, OrderError> {
-        let commit_by = self.commit_by(lease)?;
-        let observed_at = Instant::now();
-        let mut tx = OrderTx::begin(&self.ctx.pool).await?;
-        let books = tx.lock_sku(sku.as_str(), Some(lease.fence())).await?;
-        let due = tx.lock_due_holds(sku.as_str(), ids).await?;
-        let left: Vec<Uuid> = ids
-            .iter()
-            .filter(|id| !due.iter().any(|r| r.order_id == **id))
-            .copied()
-            .collect();
-        if due.is_empty() {
-            return Ok(left);
-        }
-        let changes: Vec<Change> = due
-            .into_iter()
-            .map(|order| Change {
-                order,
-                to: OrderStatus::Expired,
-                restock: true,
-                take: false,
-                restocked: None,
-                payment: None,
-            })
-            .collect();
-        let applied = tx
-            .apply(
-                sku.as_str(),
-                books,
-                Some(lease.fence()),
-                &changes,
-                Some(commit_by),
-            )
-            .await?;
-        let n = applied.orders.len();
-        let ctx = &self.ctx;
-        ctx.metrics
-            .count_return(ReturnReason::Expired.label(), n as u64);
-        ctx.metrics.hold_expiries.inc_by(n as u64);
-        for lag in &applied.expiry_lags {
-            ctx.metrics.expiry_lag.observe(lag.max(0.0));
-        }
-        if let Some(sale) = applied.sale {
-            ctx.knowledge
-                .learn_state(sku, observed_at, Some(sale), &ctx.pool)
-                .await;
-        }
-        tracing::info!(
-            target: "flashgate::audit",
-            event = "holds_expired",
-            sku = %sku,
-            orders = n,
-            fence = lease.fence(),
-            "holds expired"
-        );
-        Ok(left)
     }
 }

@@ -223,9 +223,17 @@ impl OrderService {
                     .await
                     .map(Worked::Transacted),
                 Work::Expire(sku, ids) => self
+                    .ctx
                     .expire_under(sku, ids, &lease)
                     .await
-                    .map(Worked::Expired),
+                    .map(|(_, left)| Worked::Expired(left))
+                    .map_err(OrderError::from),
+                Work::ExpireDue(sku) => self
+                    .ctx
+                    .expire_due(sku, &lease)
+                    .await
+                    .map(|_| Worked::Expired(Vec::new()))
+                    .map_err(OrderError::from),
             };
             if let Err(OrderError::Unavailable(e)) = &result {
                 if let Some(StoreError::StaleFence { current, .. }) = e.downcast_ref() {
@@ -403,6 +411,39 @@ impl OrderService {
     }
 }
 
+impl OrderService {
+    /// After holds were paid outside [`OrderService::apply`] (the payments' combiner,
+    /// `payments::batch`, in one transaction): their delayed-queue entries are spent, and each
+    /// transition is audited like one of `apply`.
+    pub fn paid_live(&self, paid: &[crate::store::payments::PaidHold]) {
+        if paid.is_empty() {
+            return;
+        }
+        let members: Vec<String> = paid
+            .iter()
+            .map(|p| hold_queue::member(&p.sku, p.order_id))
+            .collect();
+        let holds = self.ctx.holds.clone();
+        tokio::spawn(async move {
+            if let Err(e) = holds.remove(&members).await {
+                tracing::debug!(error = %e, "could not remove paid holds from the delayed queue");
+            }
+        });
+        for p in paid {
+            tracing::info!(
+                target: "flashgate::audit",
+                event = "order",
+                order_id = %p.order_id,
+                sku = %p.sku,
+                from = %OrderStatus::Held,
+                to = %OrderStatus::Paid,
+                qty = p.qty,
+                "order transition"
+            );
+        }
+    }
+}
+
 /// What runs under a SKU's lease.
 #[derive(Clone, Copy)]
 enum Work<'a> {
@@ -410,6 +451,8 @@ enum Work<'a> {
     Transact(&'a OrderRow, &'a OrderAction),
     /// Holds of one SKU that fell due.
     Expire(&'a Sku, &'a [Uuid]),
+    /// The holds of one SKU waiting in `purchase::due`.
+    ExpireDue(&'a Sku),
 }
 
 /// What [`Work`] gave.

@@ -1,14 +1,19 @@
 //! Payment provider webhooks (`POST /v1/payments/stripe`): Stripe's events confirm, cancel and
 //! refund orders. The path of one delivery: the route (`routes::payments`) reads the raw body
 //! (at most [`MAX_EVENT_BYTES`]) → [`signature`] verifies `Stripe-Signature` → [`event`] parses
-//! the event → [`PaymentWebhooks::receive`] records the event id (`store::payments`) and applies
-//! its intent through the orders service (`orders`), the one place order states change → the
-//! route writes the [`WebhookReceipt`] (or the problem) and counts it.
+//! the event → [`PaymentWebhooks::receive`]: a payment naming an order goes to the payments'
+//! combiner ([`batch`]), which pays it, if its order is a live hold and the event is new, in one
+//! transaction with the other payments waiting in the process (no turn, no lease: no unit
+//! moves); anything else — and a payment the combiner did not pay — takes a turn, records the
+//! event id (`store::payments`) and applies its intent through the orders service (`orders`),
+//! the one place order states change one by one → the route writes the [`WebhookReceipt`] (or
+//! the problem) and counts it.
 //!
 //! Deliveries are at-least-once and out of order; what that means for each case:
 //!
 //! - A repeated event id (a retry, a concurrent duplicate) applies nothing twice: the first
-//!   delivery records it `pending`, applies it and writes the result; a later delivery answers
+//!   delivery records it `pending`, applies it and writes the result (the combiner records a
+//!   payment it made `applied` in the transaction that made it); a later delivery answers
 //!   from the result (`duplicate: true`). A delivery that finds it still `pending` (a concurrent
 //!   delivery, or one that failed or died half-way) applies it again: every order transition
 //!   is idempotent (a repeat changes nothing), so the effect happens once.
@@ -23,6 +28,7 @@
 //! - A dependency failure (the database, the lock) answers 503 with `Retry-After`: Stripe
 //!   retries, and the event stays `pending` until a retry decides it.
 
+pub mod batch;
 pub mod event;
 pub mod signature;
 
@@ -38,7 +44,8 @@ use uuid::Uuid;
 use crate::orders::{OrderAction, OrderError, OrderService, PaymentSource, Requester};
 use crate::problem::ApiError;
 use crate::store::StoreError;
-use crate::store::payments::{self as store, Begun};
+use crate::store::payments::{self as store, Begun, LivePayment};
+use batch::{LivePayer, Paid};
 use event::{EventError, Ignored, Intent, PaymentEvent};
 use signature::{SignatureError, WebhookSecrets};
 
@@ -175,12 +182,15 @@ pub struct PaymentWebhooks {
     secrets: Arc<WebhookSecrets>,
     pool: PgPool,
     orders: OrderService,
-    /// At most `PAYMENT_WEBHOOK_MAX_CONCURRENCY` deliveries are decided at once (each holds a
-    /// database connection while it is), so a burst of deliveries — Stripe sends them
-    /// concurrently, and a sale makes thousands — cannot take the purchases' connections.
+    /// At most `PAYMENT_WEBHOOK_MAX_CONCURRENCY` deliveries are decided one by one at once (each
+    /// holds a database connection while it is), so a burst of deliveries — Stripe sends them
+    /// concurrently, and a sale makes thousands — cannot take the purchases' connections. The
+    /// combiner's payments take no turn (one connection per batch).
     turns: Arc<Semaphore>,
     /// How long a delivery waits for its turn before it answers 503 (`DB_ACQUIRE_TIMEOUT_MS`).
     wait: Duration,
+    /// Payments of live holds, decided many per transaction ([`batch`]).
+    live: LivePayer,
 }
 
 impl PaymentWebhooks {
@@ -191,12 +201,14 @@ impl PaymentWebhooks {
         max_concurrency: u32,
         wait: Duration,
     ) -> Self {
+        let live = LivePayer::start(pool.clone(), orders.clone());
         Self {
             secrets: Arc::new(secrets),
             pool,
             orders,
             turns: Arc::new(Semaphore::new(max_concurrency.max(1) as usize)),
             wait,
+            live,
         }
     }
 
@@ -210,6 +222,26 @@ impl PaymentWebhooks {
     ) -> Result<Delivery, WebhookError> {
         signature::verify(signature_header, body, &self.secrets, now_unix)?;
         let event = event::parse(body)?;
+        if let (Intent::Pay, Some(order_id)) = (event.intent, event.order) {
+            // The common case, a new payment of a live hold: paid with others in one
+            // transaction, without a turn.
+            let payment = LivePayment {
+                event_id: event.id.to_string(),
+                event_type: event.raw_type.clone(),
+                order_id,
+            };
+            match self.live.pay(payment, self.wait).await {
+                Ok(Paid::Paid) => {
+                    return Ok(Delivery {
+                        event,
+                        outcome: Outcome::Applied,
+                        duplicate: false,
+                    });
+                }
+                Ok(Paid::NotLive) => {}
+                Err(cause) => return Err(WebhookError::Unavailable(cause)),
+            }
+        }
         let _turn = match tokio::time::timeout(self.wait, self.turns.acquire()).await {
             Ok(Ok(turn)) => turn,
             // Never closed; refused like a full pool would.

@@ -7,7 +7,8 @@
 //! while attempts are queued — extending its lease when it runs low, and releasing it after
 //! `lock_max_hold` (by default after every batch) when attempts are still queued, then pausing
 //! briefly so other processes get their turn. The pause doubles as a batching window: under load
-//! each turn decides one large batch.
+//! each turn decides one large batch. Before each batch it expires the SKU's holds that fell due
+//! ([`super::due`]) under the same lease, so a hot sale's expiries need no turn of their own.
 //!
 //! Lease guard: a batch starts only with at least `commit_budget` of validity left, rolls back if
 //! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
@@ -237,6 +238,14 @@ impl Worker {
             self.refill();
             if self.pending.is_empty() {
                 break;
+            }
+            // Holds of this SKU that fell due are expired first, under this lease: their
+            // units are on sale for the batch that follows (the lease is extended
+            // after them if they took too much of it).
+            if self.ctx.due.waiting(&self.sku) {
+                if let Err(e) = self.ctx.expire_due(&self.sku, &lease).await {
+                    tracing::info!(sku = %self.sku, error = %e, "due holds not expired by the combiner; they wait for the next holder");
+                }
             }
             if lease.remaining() < self.ctx.settings.commit_budget {
                 if let Err(e) = self

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::answer::{Answer, Refusal};
 use super::combiner::Job;
+use super::due::DueHolds;
 use super::knowledge::SaleKnowledge;
 use crate::hold_queue::{self, HoldQueue};
 use crate::metrics::Metrics;
@@ -39,7 +40,7 @@ const LOCK_RETRY: RetryPolicy = RetryPolicy {
     },
 };
 /// Margin kept between commit and lease expiry for the COMMIT round trip itself.
-const COMMIT_MARGIN: Duration = Duration::from_millis(20);
+pub(super) const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch rolled back by a conflict that need not settle anything (a deadlock or
 /// serialization victim), on top of the one retry per (user, key) pair a batch is allowed for
 /// per-attempt conflicts (see the combiner's `Worker::batch`). Nothing is committed by a conflicting batch.
@@ -67,6 +68,8 @@ pub struct Context {
     pub key_prefix: String,
     /// The holds' delayed queue: a batch that created holds schedules their expiry there.
     pub holds: HoldQueue,
+    /// Holds that fell due, expired by the next holder of their SKU's lease ([`super::due`]).
+    pub due: DueHolds,
 }
 
 impl Context {

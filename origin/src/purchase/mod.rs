@@ -12,6 +12,7 @@ mod answer;
 pub mod baseline;
 pub mod combiner;
 pub mod context;
+pub mod due;
 pub mod inflight;
 pub mod knowledge;
 

@@ -20,10 +20,11 @@ pub(super) struct WebhookEnvironment {
     /// 404 and no payment event is accepted
     #[arg(long, env = "PAYMENT_WEBHOOK_SECRETS")]
     payment_webhook_secrets: Option<String>,
-    /// payment webhook deliveries decided at once (each uses a database connection while it
-    /// is), at least 1 and below `DB_MAX_CONNECTIONS`, so a burst of deliveries cannot take the
-    /// purchases' connections; one that waits `DB_ACQUIRE_TIMEOUT_MS` for its turn answers 503
-    /// (Stripe retries it)
+    /// payment webhook deliveries decided one by one at once (each uses a database connection
+    /// while it is), at least 1 and below `DB_MAX_CONNECTIONS`, so a burst of deliveries cannot
+    /// take the purchases' connections; one that waits `DB_ACQUIRE_TIMEOUT_MS` for its turn
+    /// answers 503 (Stripe retries it). New payments of live holds take no turn: they are paid
+    /// many per transaction, on one connection per process
     #[arg(long, env = "PAYMENT_WEBHOOK_MAX_CONCURRENCY", value_parser = super::env::trimmed::<u32>)]
     payment_webhook_max_concurrency: Option<u32>,
 }

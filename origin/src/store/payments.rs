@@ -84,3 +84,113 @@ pub async fn refund_recorded(pool: &PgPool, order_id: Uuid) -> Result<bool, Stor
     .fetch_one(pool)
     .await?)
 }
+
+/// A payment event that names a live hold, waiting for [`pay_live_holds`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LivePayment {
+    pub event_id: String,
+    pub event_type: String,
+    pub order_id: Uuid,
+}
+
+/// A hold [`pay_live_holds`] made paid: its order and SKU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaidHold {
+    pub order_id: Uuid,
+    pub sku: String,
+    pub qty: i32,
+}
+
+/// Pays, in ONE transaction, the orders of `payments` that are live holds (`held`) and whose
+/// event is new and whose charge was not refunded: `held → paid`, its `order_payments` row, and
+/// the event recorded `applied` — all committed together, so there is no `pending` record to
+/// finish. A payment of a live hold moves no unit: no SKU row, no lease; the order's row lock
+/// decides it against a concurrent expiry or cancellation (whichever locks first wins; the
+/// other finds the order no longer `held`). Every event id and order must appear once.
+///
+/// Returns the holds paid, in `payments`' order; every other payment (a known event, an order
+/// that is not a live hold or does not exist, a refund recorded first) changed nothing and is
+/// decided one by one by the caller.
+pub async fn pay_live_holds(
+    pool: &PgPool,
+    payments: &[LivePayment],
+) -> Result<Vec<PaidHold>, StoreError> {
+    let event_ids: Vec<&str> = payments.iter().map(|p| p.event_id.as_str()).collect();
+    let orders: Vec<Uuid> = payments.iter().map(|p| p.order_id).collect();
+    let mut tx = pool.begin().await?;
+    // Only new events of orders whose charge was not refunded first are candidates.
+    let candidates: Vec<Uuid> = sqlx::query_scalar!(
+        r#"SELECT t.order_id AS "order_id!"
+           FROM UNNEST($1::text[], $2::uuid[]) AS t(event_id, order_id)
+           WHERE NOT EXISTS (SELECT 1 FROM payment_events e WHERE e.event_id = t.event_id)
+             AND NOT EXISTS (
+                 SELECT 1 FROM payment_events r
+                 WHERE r.order_id = t.order_id AND r.type = 'charge.refunded'
+                   AND r.result <> 'ignored_partial_refund')"#,
+        &event_ids as &[&str],
+        &orders,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if candidates.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    // Locked in id order (two transactions never wait on each other's orders); a row changed by
+    // a transaction that committed meanwhile is checked again (`status = 'held'`).
+    let paid = sqlx::query_as!(
+        PaidHold,
+        r#"WITH live AS (
+               SELECT order_id FROM orders
+               WHERE order_id = ANY($1) AND status = 'held'
+               ORDER BY order_id FOR UPDATE
+           )
+           UPDATE orders o SET status = 'paid', updated_at = clock_timestamp()
+           FROM live WHERE o.order_id = live.order_id
+           RETURNING o.order_id, o.sku, o.qty"#,
+        &candidates,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if paid.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let paid_payments: Vec<&LivePayment> = payments
+        .iter()
+        .filter(|p| paid.iter().any(|h| h.order_id == p.order_id))
+        .collect();
+    let paid_orders: Vec<Uuid> = paid_payments.iter().map(|p| p.order_id).collect();
+    let paid_events: Vec<&str> = paid_payments.iter().map(|p| p.event_id.as_str()).collect();
+    let paid_types: Vec<&str> = paid_payments
+        .iter()
+        .map(|p| p.event_type.as_str())
+        .collect();
+    sqlx::query!(
+        "INSERT INTO order_payments (order_id, source, reference)
+         SELECT t.order_id, 'stripe', t.event_id FROM UNNEST($1::uuid[], $2::text[]) AS t(order_id, event_id)
+         ON CONFLICT (order_id) DO NOTHING",
+        &paid_orders,
+        &paid_events as &[&str],
+    )
+    .execute(&mut *tx)
+    .await?;
+    // A concurrent delivery of the same event may have recorded it `pending` meanwhile: it
+    // decides it itself (the order is paid by then: `applied`).
+    sqlx::query!(
+        "INSERT INTO payment_events (event_id, type, order_id, result, decided_at)
+         SELECT t.event_id, t.type, t.order_id, 'applied', now()
+         FROM UNNEST($1::text[], $2::text[], $3::uuid[]) AS t(event_id, type, order_id)
+         ON CONFLICT (event_id) DO NOTHING",
+        &paid_events as &[&str],
+        &paid_types as &[&str],
+        &paid_orders,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(payments
+        .iter()
+        .filter_map(|p| paid.iter().find(|h| h.order_id == p.order_id).cloned())
+        .collect())
+}

@@ -11,6 +11,7 @@ mod hostile;
 mod limits;
 mod lock_keys;
 mod orders;
+mod payment_batches;
 mod payment_events;
 mod payments;
 #[path = "../common/probes.rs"]

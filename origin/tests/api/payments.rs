@@ -1,8 +1,9 @@
 //! `POST /v1/payments/stripe`, part 1: a signed payment end to end (hold → webhook →
 //! `GET /v1/orders/{id}` says paid), Stripe's signature (the whole matrix, each refusal changing
 //! nothing and counted), the route without secrets, bodies that are not events, unknown types
-//! and orders answered 2xx and counted, 503s (database down, no turn free). The helpers here
-//! sign and send like Stripe; `payment_events.rs` holds the at-most-once and out-of-order cases.
+//! and orders answered 2xx and counted, 503s (database down, no turn free — a live hold's payment
+//! needs none). The helpers here sign and send like Stripe; `payment_events.rs` holds the
+//! at-most-once and out-of-order cases, `payment_batches.rs` many payments at once.
 
 use std::time::{Duration, Instant};
 
@@ -347,8 +348,10 @@ async fn a_database_outage_is_503_with_retry_after_and_records_nothing(pool: PgP
 #[sqlx::test(migrations = "./migrations")]
 async fn deliveries_beyond_their_turns_wait_then_answer_503_and_a_retry_is_applied(pool: PgPool) {
     // One turn, a short wait: a cancellation holds its turn until the sale has reopened
-    // everywhere (about a second after its commit), so a second delivery meanwhile waits 200 ms
-    // and is refused with 503 — Stripe retries it — instead of taking another connection.
+    // everywhere (about a second after its commit), so a second cancellation meanwhile waits
+    // 200 ms and is refused with 503 — Stripe retries it — instead of taking another
+    // connection. A payment of a live hold needs no turn (it is paid with others in one
+    // transaction): it is applied meanwhile.
     let app = spawn_app_with(
         pool,
         &[
@@ -362,6 +365,7 @@ async fn deliveries_beyond_their_turns_wait_then_answer_503_and_a_retry_is_appli
     app.put_hold_sku("TURN", 3, 300).await;
     let cancelled = app.hold("alice", "TURN").await;
     let paid = app.hold("bob", "TURN").await;
+    let refused = app.hold("carol", "TURN").await;
     let cancel = event(
         "evt_turn_cancel",
         "payment_intent.canceled",
@@ -385,18 +389,26 @@ async fn deliveries_beyond_their_turns_wait_then_answer_503_and_a_retry_is_appli
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let pay = event("evt_turn_pay", "payment_intent.succeeded", &paid, json!({}));
+    assert_eq!(app.webhook(&pay).await["result"], "applied");
+    assert_eq!(app.status(&paid).await, "paid");
+    let cancel_2 = event(
+        "evt_turn_cancel_2",
+        "payment_intent.canceled",
+        &refused,
+        json!({}),
+    );
     let res = app
-        .webhook_raw(Some(&sign(SECRET, now(), &pay)), &pay)
+        .webhook_raw(Some(&sign(SECRET, now(), &cancel_2)), &cancel_2)
         .await;
     assert_eq!(res.headers()["retry-after"], "1");
     assert_problem(res, 503, "unavailable").await;
     assert_eq!(
-        app.status(&paid).await,
+        app.status(&refused).await,
         "held",
         "the refused delivery changed nothing"
     );
     assert_eq!(first.await.expect("first")["result"], "applied");
     // Stripe's retry of the same event is applied.
-    assert_eq!(app.webhook(&pay).await["result"], "applied");
-    assert_eq!(app.status(&paid).await, "paid");
+    assert_eq!(app.webhook(&cancel_2).await["result"], "applied");
+    assert_eq!(app.status(&refused).await, "cancelled");
 }

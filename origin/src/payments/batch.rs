@@ -1,0 +1,122 @@
+//! The payments' combiner: payments of live holds decided many at a time. Reached from
+//! [`super::PaymentWebhooks::receive`] for every verified `pay` event that names an order; the
+//! deliveries wait here (not for a database connection) while ONE task per process pays the
+//! queued ones in one transaction (`store::payments::pay_live_holds`: `held → paid`, the
+//! `order_payments` rows and the events recorded `applied`, one commit), then answers each.
+//!
+//! A payment of a live hold moves no unit, so it needs neither the SKU's lease nor the SKU row:
+//! the order's row lock decides it against a concurrent expiry or cancellation. Everything else
+//! — a known event id, an order that is no longer (or never was) a live hold, a charge refunded
+//! first, the same event or order twice in one batch — is answered [`Paid::NotLive`] and decided
+//! one by one on the general path (which applies each event at most once). While the
+//! transaction runs, new deliveries queue up: under load each transaction pays a large batch,
+//! so the webhook keeps up with a sale's payments with one database connection per process.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::orders::OrderService;
+use crate::store::StoreError;
+use crate::store::payments::{self as store, LivePayment};
+use sqlx::PgPool;
+
+/// Most payments in one transaction.
+pub const BATCH_MAX: usize = 500;
+/// Most payments waiting for a transaction; a delivery beyond it answers 503 (retried).
+const QUEUE_MAX: usize = 20_000;
+
+/// How one payment was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paid {
+    /// The hold is paid now (event recorded `applied`).
+    Paid,
+    /// Not a new payment of a live hold: nothing changed; decide it on the general path.
+    NotLive,
+}
+
+struct Job {
+    payment: LivePayment,
+    reply: oneshot::Sender<Result<Paid, String>>,
+}
+
+/// The queue of live-hold payments of this process; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LivePayer {
+    tx: mpsc::Sender<Job>,
+}
+
+impl LivePayer {
+    /// Starts the combiner task (it ends when the last clone is dropped).
+    pub fn start(pool: PgPool, orders: OrderService) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_MAX);
+        tokio::spawn(run(rx, pool, orders));
+        Self { tx }
+    }
+
+    /// Pays `payment` if its order is a live hold; waits at most `wait` for a full queue.
+    /// `Err` (the queue is full or the database failed): nothing is known to have changed —
+    /// answer 503, the provider retries.
+    pub async fn pay(&self, payment: LivePayment, wait: Duration) -> Result<Paid, String> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job { payment, reply };
+        match tokio::time::timeout(wait, self.tx.send(job)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return Err("every payment queue slot is busy".into()),
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the payment combiner stopped".into()))
+    }
+}
+
+async fn run(mut rx: mpsc::Receiver<Job>, pool: PgPool, orders: OrderService) {
+    let mut jobs: Vec<Job> = Vec::with_capacity(BATCH_MAX);
+    while rx.recv_many(&mut jobs, BATCH_MAX).await > 0 {
+        decide(&pool, &orders, std::mem::take(&mut jobs)).await;
+    }
+}
+
+/// Pays one batch and answers every job of it.
+async fn decide(pool: &PgPool, orders: &OrderService, jobs: Vec<Job>) {
+    // Each event and each order once per transaction; repeats go the general way.
+    let mut events = HashSet::new();
+    let mut ids = HashSet::new();
+    let (batch, repeats): (Vec<Job>, Vec<Job>) = jobs
+        .into_iter()
+        .partition(|j| events.insert(j.payment.event_id.clone()) && ids.insert(j.payment.order_id));
+    for job in repeats {
+        let _ = job.reply.send(Ok(Paid::NotLive));
+    }
+    let payments: Vec<LivePayment> = batch.iter().map(|j| j.payment.clone()).collect();
+    match store::pay_live_holds(pool, &payments).await {
+        Ok(paid) => {
+            let paid_ids: HashSet<Uuid> = paid.iter().map(|p| p.order_id).collect();
+            orders.paid_live(&paid);
+            for job in batch {
+                let answer = if paid_ids.contains(&job.payment.order_id) {
+                    Paid::Paid
+                } else {
+                    Paid::NotLive
+                };
+                let _ = job.reply.send(Ok(answer));
+            }
+        }
+        Err(StoreError::Unavailable(e)) => {
+            let cause = e.to_string();
+            for job in batch {
+                let _ = job.reply.send(Err(cause.clone()));
+            }
+        }
+        // Nothing committed (a deadlock victim, or a bug one payment triggers): each is decided
+        // on its own on the general path.
+        Err(e) => {
+            tracing::warn!(error = %e, payments = batch.len(), "paying live holds together failed; deciding them one by one");
+            for job in batch {
+                let _ = job.reply.send(Ok(Paid::NotLive));
+            }
+        }
+    }
+}
