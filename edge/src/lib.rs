@@ -31,6 +31,8 @@ pub mod ratelimit_fields;
 pub mod reply;
 pub mod request_id;
 pub mod routes;
+pub mod sale_page;
+pub mod session;
 pub mod shield;
 pub mod url_parts;
 pub mod warmup;

@@ -21,6 +21,9 @@ pub enum ErrorCode {
     Unauthorized,
     /// 401 (edge): missing, malformed, forged, expired or non-HS256 shopper token.
     Unauthenticated,
+    /// 403 (edge): a request authenticated by the `flashgate_session` cookie without the CSRF
+    /// defence (the `X-Flashgate-CSRF` header, a same-origin `Origin`/`Sec-Fetch-Site`).
+    CsrfRejected,
     /// 404: no sale for this SKU.
     UnknownSku,
     /// 404: no such route.
@@ -62,6 +65,7 @@ impl ErrorCode {
             Self::WebhookSignature => "webhook_signature",
             Self::Unauthorized => "unauthorized",
             Self::Unauthenticated => "unauthenticated",
+            Self::CsrfRejected => "csrf_rejected",
             Self::UnknownSku => "unknown_sku",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -84,6 +88,7 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
+            Self::CsrfRejected => 403,
             Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight | Self::OrderState => {
@@ -107,6 +112,7 @@ impl ErrorCode {
             Self::WebhookSignature => "Bad webhook signature",
             Self::Unauthorized => "Unauthorized",
             Self::Unauthenticated => "Unauthenticated",
+            Self::CsrfRejected => "Cross-site request rejected",
             Self::UnknownSku => "Unknown SKU",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
@@ -203,6 +209,7 @@ mod tests {
             ErrorCode::WebhookSignature,
             ErrorCode::OrderNotFound,
             ErrorCode::OrderState,
+            ErrorCode::CsrfRejected,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

@@ -18,7 +18,7 @@ use crate::ratelimit_fields;
 use crate::reply::Reply;
 use crate::request_id::RequestId;
 
-use super::http::{base_url, header, now_ms};
+use super::http::{SessionParts, base_url, header, now_ms};
 use super::origin;
 use super::sku_cache;
 use super::skus;
@@ -32,6 +32,12 @@ pub(crate) async fn handle(
     settings: &Settings,
     request_id: &RequestId,
 ) -> Reply {
+    // A cookie without the CSRF defence goes no further: nothing read, counted or forwarded.
+    let session = SessionParts::read(req);
+    let credential = match session.credential() {
+        Ok(credential) => credential,
+        Err(e) => return e.reply(),
+    };
     if purchase::announced_too_large(header(req, "content-length").as_deref()) {
         return purchase::too_large();
     }
@@ -43,10 +49,9 @@ pub(crate) async fn handle(
         }
         CappedRead::Unreadable => return unreadable(),
     };
-    let authorization = header(req, "authorization");
     let key = header(req, IDEMPOTENCY_KEY);
     let incoming = Incoming {
-        authorization: authorization.as_deref(),
+        credential: &credential,
         idempotency_key: key.as_deref(),
         body: &body,
     };
