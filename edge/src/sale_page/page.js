@@ -151,7 +151,7 @@
       return showWait(1, "Checking again in", () => send(intent));
     }
     switch (code) {
-      case "sold_out": if (view) view.stock = 0; return finish("Sold out: no units are left.", "bad", "sold_out", true);
+      case "sold_out": if (view) { view.stock = 0; render(); } return finish("Sold out: no units are left.", "bad", "sold_out", true);
       case "purchase_limit": return finish("Limit reached: you already bought the most this sale allows per shopper" + (view ? " (" + view.max_per_user + ")." : "."), "bad", "purchase_limit", true);
       case "not_started":
         if (view && json.starts_at) view.starts_at = json.starts_at;
