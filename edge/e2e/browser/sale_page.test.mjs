@@ -298,3 +298,80 @@ describe("the sale page against a tight rate limit", () => {
     await context.close();
   });
 });
+
+/** RFC 3339 UTC, whole seconds, `ms` from now (rounded up to the next second). */
+const rfc3339In = (ms) => new Date(Math.ceil((Date.now() + ms) / 1000) * 1000).toISOString().replace(".000Z", "Z");
+
+describe("the sale schedule on the page", () => {
+  test("a countdown, then Buy enabled at the start (on the edge's clock, whatever the browser's says)", async () => {
+    for (const skewMs of [0, 10 * 60_000]) {
+      const startsAt = rfc3339In(5_000);
+      const sku = await putSale(unique("START"), { stock: 10, starts_at: startsAt });
+      // A browser whose clock runs `skewMs` ahead: only Date.now is moved (the page's clock).
+      const beforeLoad = (page) =>
+        page.evaluateOnNewDocument((skew) => {
+          const real = Date.now;
+          Date.now = () => real() + skew;
+        }, skewMs);
+      const { page, context } = await open(sku, { beforeLoad });
+      assert.match(await text(page, "countdown"), /^Starts in 0:0[1-6]$/, `skew ${skewMs}`);
+      assert.equal(await buyEnabled(page), false);
+      if (skewMs === 0) await shot(page, "countdown");
+      await page.waitForFunction(() => !document.getElementById("buy").disabled, { timeout: 15_000 });
+      const openedAt = Date.now();
+      const start = Date.parse(startsAt);
+      // The page's estimate of the edge clock is within about half a second of it.
+      assert.ok(openedAt >= start - 1_000, `opened ${start - openedAt} ms before the start (skew ${skewMs})`);
+      assert.ok(openedAt <= start + 1_500, `opened ${openedAt - start} ms after the start (skew ${skewMs})`);
+      assert.equal(await text(page, "countdown"), "On sale now.");
+      await page.click("#buy");
+      assert.match(await finalState(page, "bought"), /^Bought!/);
+      assert.deepEqual(orders(sku), { n: 1, keys: 1 });
+      await context.close();
+    }
+  });
+
+  test("the start moved later after the page loaded: not started, in words", async () => {
+    const sku = await putSale(unique("LATER"), { stock: 10 });
+    const { page, context } = await open(sku);
+    assert.equal(await buyEnabled(page), true);
+    await putSale(sku, { stock: 10, starts_at: rfc3339In(3_600_000) });
+    await page.click("#buy");
+    assert.equal(await finalState(page, "not_started"), "The sale has not started yet. Buy opens at the start.");
+    await page.waitForFunction(() => /^Starts in \d+:\d\d:\d\d$/.test(document.getElementById("countdown").textContent));
+    await shot(page, "not-started");
+    assert.equal(await buyEnabled(page), false);
+    assert.deepEqual(orders(sku), { n: 0, keys: 0 });
+    await context.close();
+  });
+
+  test("ended and paused, in words", async () => {
+    const ended = await putSale(unique("ENDED"), { stock: 10, ends_at: rfc3339In(-60_000) });
+    const a = await open(ended);
+    assert.equal(await text(a.page, "countdown"), "The sale has ended.");
+    assert.equal(await buyEnabled(a.page), false);
+    await a.context.close();
+
+    // Ended or paused after the page loaded: the edge (or the origin) answers the click.
+    const sku = await putSale(unique("END2"), { stock: 10 });
+    const b = await open(sku);
+    await putSale(sku, { stock: 10, ends_at: rfc3339In(-1_000) });
+    await b.page.click("#buy");
+    assert.equal(await finalState(b.page, "sale_ended"), "The sale has ended.");
+    await shot(b.page, "ended");
+    assert.equal(await buyEnabled(b.page), false);
+    await b.context.close();
+
+    const paused = await putSale(unique("PAUSE"), { stock: 10 });
+    const c = await open(paused);
+    await putSale(paused, { stock: 10, paused: true });
+    await c.page.click("#buy");
+    assert.equal(await finalState(c.page, "sale_paused"), "The sale is paused. Try again in a moment.");
+    await shot(c.page, "paused");
+    assert.equal(await text(c.page, "countdown"), "The sale is paused.");
+    assert.equal(await buyEnabled(c.page), false);
+    assert.deepEqual(orders(sku), { n: 0, keys: 0 });
+    assert.deepEqual(orders(paused), { n: 0, keys: 0 });
+    await c.context.close();
+  });
+});

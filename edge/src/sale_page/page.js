@@ -155,6 +155,12 @@
       case "purchase_limit": return finish("Limit reached: you already bought the most this sale allows per shopper" + (view ? " (" + view.max_per_user + ")." : "."), "bad", "purchase_limit", true);
       case "not_started":
         if (view && json.starts_at) view.starts_at = json.starts_at;
+        // Clicked at the very start (the edge opens a safety margin after it): the same key is
+        // sent again when the edge says. Further off, the start moved: the intent ends here.
+        if (retryAfter(res) <= 10) {
+          say("The sale has not started yet.", "", "waiting");
+          return showWait(retryAfter(res), "Sending your purchase at the start, in", () => send(intent));
+        }
         return finish("The sale has not started yet. Buy opens at the start.", "bad", "not_started", false);
       case "sale_ended": return finish("The sale has ended.", "bad", "sale_ended", true);
       case "sale_paused":
