@@ -50,7 +50,7 @@ after(async () => {
 
 /** PUT a sale on the origin with any fields of the admin API (e.g. starts_at, hold_secs). */
 async function putSale(sku, fields) {
-  const body = { name: `Sneaker ${sku.slice(-6)}`, price_cents: 9900, stock: 10, max_per_user: 5, ...fields };
+  const body = { name: "Demo sneaker", price_cents: 9900, stock: 10, max_per_user: 5, ...fields };
   const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
     method: "PUT",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
