@@ -3,8 +3,10 @@
 //! returned effects, all without an `.await` in between, so each call is atomic for that user.
 //!
 //! Order inside `begin`: rate limit (every attempt counts, replays included), then the
-//! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
-//! limit), and finally the key is claimed for a new attempt.
+//! idempotency lookup (replay / 422 / 409 in flight), then the shields (`sale_ended` from the
+//! cached schedule, `crate::schedule`; then sold out before purchase limit), and finally the key is
+//! claimed for a new attempt. (`not_started` and `sale_paused` never reach the object: the worker
+//! answers them before, so they cost no rate.)
 //!
 //! The per-user cap pre-check counts the units the user bought through this object, but only while
 //! the origin confirmed that count less than `SKU_CACHE_TTL_SECS` ago (a 201 or a
@@ -19,11 +21,12 @@
 //! key as it was (no record), so the same key retried is checked again and reaches the origin once
 //! the shield lets it through. Nothing was bought, so there is nothing to replay.
 
-use shared::Problem;
+use shared::{ErrorCode, Problem};
 
 use crate::gcra::{Decision, Policy};
 use crate::idempotency::{self, Disposition, Lookup, Record, State};
 use crate::protocol::{BeginReply, BeginRequest, FinishReply, FinishRequest, RateOutcome, Verdict};
+use crate::schedule::{self, Local};
 use crate::shield::{self, Shield};
 
 /// The rows `begin`/`finish` look at.
@@ -112,6 +115,15 @@ pub fn counted_units(snap: &Snapshot, now_ms: i64, ttl_ms: i64) -> i64 {
     if fresh { snap.bought } else { 0 }
 }
 
+/// The sale's end, if the request's cached schedule says it is over at `now_ms` (past the margin).
+fn ended(req: &BeginRequest, now_ms: i64) -> Option<shared::Closed> {
+    let schedule = req.facts.schedule.as_ref()?;
+    match schedule::decide(schedule, now_ms, req.schedule_margin_ms) {
+        Local::Ended(closed) => Some(closed),
+        Local::Pass | Local::Answer(_) => None,
+    }
+}
+
 /// Decides `begin`. `next_attempt` is a number never handed out before by this object.
 pub fn begin(
     policy: &Policy,
@@ -145,6 +157,13 @@ pub fn begin(
         Lookup::Replay { status, body } => Verdict::Replay { status, body },
         Lookup::InFlight => Verdict::InFlight,
         Lookup::Reused => Verdict::Reused,
+        Lookup::Proceed if ended(req, now_ms).is_some() => {
+            let problem = ended(req, now_ms).map(|c| c.problem());
+            Verdict::Answered {
+                status: ErrorCode::SaleEnded.status(),
+                body: problem.map(|p| p.to_json()).unwrap_or_default(),
+            }
+        }
         Lookup::Proceed => match shield::decide(
             &req.facts,
             counted_units(snap, now_ms, req.count_ttl_ms),
@@ -260,6 +279,7 @@ mod tests {
             },
             in_flight_timeout_ms: 30_000,
             count_ttl_ms: 5_000,
+            schedule_margin_ms: 2_000,
         }
     }
 
