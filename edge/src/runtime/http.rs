@@ -46,6 +46,13 @@ pub(crate) fn to_response(reply: Reply) -> worker::Result<Response> {
     for (name, value) in &reply.headers {
         headers.set(name, value)?;
     }
+    // The edge's clock, which the sale page's countdown runs on (workerd sends no Date itself).
+    if reply.header("date").is_none() {
+        headers.set(
+            "date",
+            &crate::http_date::format(now_ms().div_euclid(1_000)),
+        )?;
+    }
     Ok(Response::builder()
         .with_status(reply.status)
         .with_headers(headers)
