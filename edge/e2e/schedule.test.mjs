@@ -98,7 +98,7 @@ describe("the sale schedule at the edge", () => {
     assert.equal(refused, ATTEMPTS);
     assert.ok(ATTEMPTS > RATE_QUOTA);
     assert.equal(await stack.originPurchaseCalls(), before, "no attempt before the start reached the origin");
-    console.log(`# ${ATTEMPTS} attempts before the start in ${Date.now() - started} ms, 0 origin purchase calls`);
+    console.log(`${ATTEMPTS} attempts before the start in ${Date.now() - started} ms, 0 origin purchase calls`);
 
     // The operator moves the start to a few seconds from now and warms the edge again.
     const startMs = Math.ceil((Date.now() + 4_000) / 1000) * 1000;

@@ -21,7 +21,7 @@
 //! key as it was (no record), so the same key retried is checked again and reaches the origin once
 //! the shield lets it through. Nothing was bought, so there is nothing to replay.
 
-use shared::{ErrorCode, Problem};
+use shared::Problem;
 
 use crate::gcra::{Decision, Policy};
 use crate::idempotency::{self, Disposition, Lookup, Record, State};
@@ -157,37 +157,39 @@ pub fn begin(
         Lookup::Replay { status, body } => Verdict::Replay { status, body },
         Lookup::InFlight => Verdict::InFlight,
         Lookup::Reused => Verdict::Reused,
-        Lookup::Proceed if ended(req, now_ms).is_some() => {
-            let problem = ended(req, now_ms).map(|c| c.problem());
-            Verdict::Answered {
-                status: ErrorCode::SaleEnded.status(),
-                body: problem.map(|p| p.to_json()).unwrap_or_default(),
-            }
-        }
-        Lookup::Proceed => match shield::decide(
-            &req.facts,
-            counted_units(snap, now_ms, req.count_ttl_ms),
-            req.qty,
-        ) {
-            Shield::Answer(code) => {
-                let body = Problem::new(code, shield::detail(code)).to_json();
+        Lookup::Proceed => match ended(req, now_ms) {
+            Some(closed) => {
+                let problem = closed.problem();
                 Verdict::Answered {
-                    status: code.status(),
-                    body,
+                    status: problem.status,
+                    body: problem.to_json(),
                 }
             }
-            Shield::Pass => {
-                let record = Record {
-                    fingerprint: req.fingerprint.clone(),
-                    attempt: next_attempt,
-                    state: State::InFlight,
-                    updated_ms: now_ms,
-                };
-                effects.record = RecordChange::Put(record);
-                Verdict::Proceed {
-                    attempt: next_attempt,
+            None => match shield::decide(
+                &req.facts,
+                counted_units(snap, now_ms, req.count_ttl_ms),
+                req.qty,
+            ) {
+                Shield::Answer(code) => {
+                    let body = Problem::new(code, shield::detail(code)).to_json();
+                    Verdict::Answered {
+                        status: code.status(),
+                        body,
+                    }
                 }
-            }
+                Shield::Pass => {
+                    let record = Record {
+                        fingerprint: req.fingerprint.clone(),
+                        attempt: next_attempt,
+                        state: State::InFlight,
+                        updated_ms: now_ms,
+                    };
+                    effects.record = RecordChange::Put(record);
+                    Verdict::Proceed {
+                        attempt: next_attempt,
+                    }
+                }
+            },
         },
     };
     (BeginReply { rate, verdict }, effects)
@@ -281,6 +283,56 @@ mod tests {
             count_ttl_ms: 5_000,
             schedule_margin_ms: 2_000,
         }
+    }
+
+    #[test]
+    fn sale_ended_is_answered_after_the_lookup_so_a_bought_key_still_replays() {
+        let mut r = req("f");
+        r.facts = SkuFacts {
+            schedule: Some(shared::Schedule {
+                ends_at: shared::Timestamp::from_unix_ms(NOW - 10_000),
+                ..shared::Schedule::default()
+            }),
+            ..SkuFacts::default()
+        };
+        let (reply, e) = begin(&policy(), &Snapshot::default(), &r, NOW, 1);
+        let Verdict::Answered { status, body } = &reply.verdict else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(*status, 409);
+        assert_eq!(
+            serde_json::from_str::<Problem>(body).map(|p| p.code).ok(),
+            Some(ErrorCode::SaleEnded)
+        );
+        assert_eq!(e.record, RecordChange::Keep, "not stored with the key");
+        // A key that bought before the end gets its replay.
+        let bought = Snapshot {
+            record: Some(Record {
+                fingerprint: "f".into(),
+                attempt: 1,
+                state: State::Done {
+                    status: 201,
+                    body: "{}".into(),
+                },
+                updated_ms: NOW - 20_000,
+            }),
+            ..Snapshot::default()
+        };
+        let (reply, _) = begin(&policy(), &bought, &r, NOW, 2);
+        assert!(
+            matches!(reply.verdict, Verdict::Replay { status: 201, .. }),
+            "{reply:?}"
+        );
+        // Within the margin after the end, the origin decides.
+        r.facts.schedule = Some(shared::Schedule {
+            ends_at: shared::Timestamp::from_unix_ms(NOW - 1_000),
+            ..shared::Schedule::default()
+        });
+        let (reply, _) = begin(&policy(), &Snapshot::default(), &r, NOW, 3);
+        assert!(
+            matches!(reply.verdict, Verdict::Proceed { .. }),
+            "{reply:?}"
+        );
     }
 
     fn apply(snap: &mut Snapshot, e: Effects) {

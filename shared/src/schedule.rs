@@ -328,6 +328,21 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_instant_round_trips(ms in 0i64..=MAX_MS) {
+            let t = Timestamp::from_unix_ms(ms).expect("in range");
+            proptest::prop_assert_eq!(Timestamp::parse(&t.to_rfc3339()), Ok(t));
+        }
+
+        #[test]
+        fn any_string_parses_or_is_refused_without_panicking(s in "\\PC{0,40}|[0-9T:.Z+-]{0,35}") {
+            if let Ok(t) = Timestamp::parse(&s) {
+                proptest::prop_assert!((0..=MAX_MS).contains(&t.unix_ms()));
+            }
+        }
+    }
+
     #[test]
     fn what_is_not_rfc3339_is_refused() {
         for bad in [

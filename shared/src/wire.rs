@@ -97,14 +97,15 @@ pub struct SkuView {
     /// When purchases open (RFC 3339, UTC), or `null`: open since the SKU was put. Always
     /// present in what the origin writes; absent parses as `null` (views cached before it).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, example = "2026-12-01T10:00:00Z"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, example = "2026-12-01T10:00:00Z", required = true))]
     pub starts_at: Option<Timestamp>,
     /// When purchases close (RFC 3339, UTC, exclusive), or `null`: no end.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, required = true))]
     pub ends_at: Option<Timestamp>,
     /// Whether an operator paused the sale (purchases answer `409 sale_paused`).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub paused: bool,
 }
 
