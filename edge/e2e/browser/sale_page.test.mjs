@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import puppeteer from "puppeteer-core";
@@ -260,6 +261,43 @@ describe("the sale page in headless Chromium", () => {
     assert.equal(purchases[0].headers["x-flashgate-csrf"], "1");
     assert.deepEqual(orders(sku), { n: 1, keys: 1 });
     await context.close();
+  });
+});
+
+describe("cross-site requests in a real browser", () => {
+  test("another site's page cannot buy with the shopper's session cookie", async () => {
+    const sku = await putSale(unique("CSRF"), { stock: 10 });
+    const token = tokenFor(unique("victim"));
+    // The attacker's page: another origin on the same host (so even a SameSite=Strict cookie is
+    // sent: same site, other port), which tries a simple POST (no preflight) and one with the
+    // custom header (preflighted: the edge grants no CORS, so the browser never sends it).
+    const attack = `<!doctype html><script>
+      const send = (headers) => fetch(${JSON.stringify(stack.edgeUrl)} + "/v1/purchases", { method: "POST", mode: "no-cors", credentials: "include", headers, body: JSON.stringify({ sku: ${JSON.stringify(sku)}, qty: 1 }) }).then(() => "sent", (e) => "blocked: " + e);
+      const cors = (headers) => fetch(${JSON.stringify(stack.edgeUrl)} + "/v1/purchases", { method: "POST", credentials: "include", headers, body: JSON.stringify({ sku: ${JSON.stringify(sku)}, qty: 1 }) }).then(() => "sent", (e) => "blocked: " + e);
+      window.done = Promise.all([
+        send({ "content-type": "text/plain", "idempotency-key": "csrf-1" }),
+        cors({ "content-type": "application/json", "idempotency-key": "csrf-2", "x-flashgate-csrf": "1" }),
+      ]);
+    </script>`;
+    const server = createServer((_, res) => res.writeHead(200, { "content-type": "text/html" }).end(attack));
+    await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+    const context = await browser.createBrowserContext();
+    try {
+      const page = await context.newPage();
+      await page.setCookie({ name: "flashgate_session", value: token, url: stack.edgeUrl, httpOnly: true, sameSite: "Strict" });
+      const answers = [];
+      page.on("response", (r) => r.url().endsWith("/v1/purchases") && answers.push(`${r.request().method()} ${r.status()}`));
+      await page.goto(`http://127.0.0.1:${server.address().port}/`, { waitUntil: "load" });
+      const [simple, preflighted] = await page.evaluate(() => window.done);
+      assert.equal(simple, "sent", "the simple POST went out, with the cookie");
+      assert.match(preflighted, /^blocked/, "the preflighted POST never went out");
+      await sleep(300);
+      assert.ok(answers.includes("POST 403"), `the edge refused the cookie without the header: ${answers}`);
+      assert.deepEqual(orders(sku), { n: 0, keys: 0 });
+    } finally {
+      await context.close();
+      server.close();
+    }
   });
 });
 
