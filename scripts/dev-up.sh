@@ -9,8 +9,9 @@
 #     the edge toolchain into .tools/ and node_modules/, which takes a few minutes);
 #   - once both answer GET /readyz: PUT of the demo SKU through the admin API (DEMO_SKU, default
 #     DEMO-1: 100 in stock, at most 2 per shopper; a PUT on every start restocks it), a session
-#     token minted for a new shopper (edge/examples/mint-token.rs), and the `curl` purchase through
-#     the edge, printed and saved to .local/demo-purchase.sh.
+#     token minted for a new shopper (edge/examples/mint-token.rs), the demo sale page's URL (the
+#     token in its fragment, which never leaves the browser: open it and click Buy) and the `curl`
+#     purchase through the edge, printed and saved to .local/demo-purchase.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh
@@ -119,10 +120,18 @@ curl -i $EDGE/v1/purchases \\
   -H 'Content-Type: application/json' \\
   -d '{"sku":"$DEMO_SKU","qty":1}'
 EOF
+sale_page="$EDGE/sale/$DEMO_SKU#token=$token"
+echo "$sale_page" >"$state/demo-sale-page.url"
 cat <<EOF
 
 ================================================================================================
 Flashgate is up: origin $ORIGIN, edge $EDGE. Ctrl-C stops the stack.
+
+The demo sale page, as shopper $shopper (open it in a browser and click Buy; saved as
+$state/demo-sale-page.url; the token rides in the URL fragment, which the browser never sends —
+local demos only: a real shop sets the HttpOnly flashgate_session cookie instead):
+
+  $sale_page
 
 Demo sale $DEMO_SKU: 100 in stock, at most 2 per shopper. Buy one as shopper $shopper through the
 edge (paste into another terminal; saved as $state/demo-purchase.sh):

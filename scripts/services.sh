@@ -8,7 +8,9 @@
 #   1. OS packages, installed with apt-get (after `apt-get update`) when missing: `postgresql`
 #      (server and client: the tests start private servers from /usr/lib/postgresql/*/bin),
 #      `redis-server` and `redis-tools`, `curl`; with --test-tools also `python3-venv` (the
-#      deployment checks and the HTTP fuzzing run pinned Python tools from .tools/venv).
+#      deployment checks and the HTTP fuzzing run pinned Python tools from .tools/venv) and
+#      `chromium` (Debian's headless browser, which the sale page's browser suite drives through
+#      puppeteer-core: no browser is downloaded from anywhere else).
 #   2. PostgreSQL answering on 127.0.0.1:5432: a cluster is created (pg_createcluster) when none
 #      listens on that port and started when it is down. Its `postgres` role must log in over TCP
 #      loopback without a password, as DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres
@@ -100,6 +102,9 @@ have redis-cli || want redis-tools "no redis-cli"
 have curl || want curl "no curl"
 if [[ -n $TEST_TOOLS ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
   want python3-venv "no python3 with venv"
+fi
+if [[ -n $TEST_TOOLS ]] && ! have chromium; then
+  want chromium "no chromium (the sale page's browser suite)"
 fi
 
 if (( ${#packages[@]} )); then

@@ -131,16 +131,16 @@ expect "no rule added twice" "$f" "^trust rules now: 2$"
 
 # --- 2. packages missing: the plan ----------------------------------------------------------------
 log "case 2: packages missing, --dry-run"
-path_without "$work/bin-noredis" redis-server redis-cli curl python3
+path_without "$work/bin-noredis" redis-server redis-cli curl python3 chromium
 in_namespaces "$work/missing.log" '
   mount -t tmpfs tmpfs /usr/lib/postgresql   # no PostgreSQL server (nor a working psql)
   PATH=$WORK/bin-noredis bash "$SERVICES" --test-tools --dry-run
   echo "clusters after: $(ls /etc/postgresql | wc -l)"
 ' || { log "FAIL  case 2 exited with $?"; failures=$((failures + 1)); }
 f=$work/missing.log
-expect "the plan names the missing packages" "$f" "installing OS packages with apt-get: postgresql redis-server redis-tools curl python3-venv \("
+expect "the plan names the missing packages" "$f" "installing OS packages with apt-get: postgresql redis-server redis-tools curl python3-venv chromium \("
 expect "apt-get update first" "$f" "would run: apt-get update -qq"
-expect "then apt-get install of exactly those" "$f" "would run: env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 LC_ALL=C.UTF-8 apt-get install -y -qq --no-install-recommends postgresql redis-server redis-tools curl python3-venv$"
+expect "then apt-get install of exactly those" "$f" "would run: env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 LC_ALL=C.UTF-8 apt-get install -y -qq --no-install-recommends postgresql redis-server redis-tools curl python3-venv chromium$"
 expect "then a cluster and Redis" "$f" "would (create|run: env LANG=C.UTF-8 LC_ALL=C.UTF-8 pg_createcluster)"
 expect "Redis would be started" "$f" "would start redis-server on 127.0.0.1:6379"
 expect "a dry run creates nothing" "$f" "^clusters after: 0$"

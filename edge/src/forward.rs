@@ -174,7 +174,7 @@ mod tests {
         let token = crate::jwt::sign_hs256(&json!({"sub": "alice", "exp": 1_700_003_600}), b"s");
         let auth = format!("Bearer {token}");
         let incoming = Incoming {
-            authorization: Some(&auth),
+            credential: &crate::session::Credential::Header(&auth),
             idempotency_key: Some("\"k\\\"1\""),
             body: br#"{ "qty":1, "sku":"A" }"#,
         };

@@ -19,11 +19,12 @@ use utoipa::OpenApi;
         ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form; retry with the same key"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
     ),
-    security(("shopper_token" = [])),
+    security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay): the origin's body byte for byte — with `\"status\":\"held\"` and `expires_at` when the SKU has `hold_secs`, else `\"status\":\"confirmed\"`. Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token, or one whose lifetime (`SESSION_MAX_LIFETIME_SECS`), `iss` or `aud` the settings refuse", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored, and a sold-out answer from the edge's cache is only given while an origin view confirmed it less than `SKU_CACHE_TTL_SECS` ago) or `idempotency_in_flight`; `not_started` (with `starts_at` and `Retry-After`: seconds to the start), `sale_paused` (`Retry-After: 5`) or `sale_ended` (with `ends_at`), never stored — answered from the cached schedule without an origin call outside `SCHEDULE_CLOCK_MARGIN_MS` of the start or end, else the origin's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
@@ -68,11 +69,12 @@ fn warmup() {}
         ("order_id" = String, Path, description = "A UUID (8-4-4-4-12 hex digits)"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
     ),
-    security(("shopper_token" = [])),
+    security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 200, description = "The order (`Cache-Control: private, no-store`). Carries `RateLimit-Policy: \"order\";…` and `RateLimit` (a bucket of its own, same quota and window as purchases)", body = shared::OrderView),
         (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable` (origin down or slow), with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
@@ -88,11 +90,12 @@ fn order() {}
         ("order_id" = String, Path, description = "A UUID (8-4-4-4-12 hex digits)"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
     ),
-    security(("shopper_token" = [])),
+    security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 200, description = "The order, now `cancelled`. Carries `RateLimit-Policy: \"order\";…` and `RateLimit`", body = shared::OrderView),
         (status = 400, description = "`invalid_request`: the id is not a UUID (no origin call)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "The origin's `order_not_found`: no such order, or someone else's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The origin's `order_state`: this order cannot be cancelled in its state (e.g. `paid`, `expired`); its state is the body's `current`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
@@ -100,6 +103,21 @@ fn order() {}
     )
 )]
 fn order_cancel() {}
+
+/// The shopper's sale page for `sku`: one HTML document (inline CSS and JavaScript allowed by
+/// hash in its `Content-Security-Policy`; no third-party request) that shows the SKU, counts
+/// down to `starts_at` on the edge's clock and buys through `POST /v1/purchases` with one
+/// Idempotency-Key per intent. Session: the `flashgate_session` cookie, or (local demos) a
+/// `#token=` URL fragment.
+#[utoipa::path(
+    get, path = "/sale/{sku}", tag = "sale page",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    responses(
+        (status = 200, description = "The page (`text/html`), the same for every SKU and shopper: `Content-Security-Policy` (`default-src 'none'`, script and style by SHA-256, `connect-src 'self'`, `frame-ancestors 'none'`, Trusted Types), `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`, `Cache-Control: public, max-age=60`", content_type = "text/html"),
+        (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn sale_page() {}
 
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ok\"}`")))]
@@ -124,7 +142,7 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, order, order_cancel, sku_view, warmup, healthz, readyz, openapi_json),
+    paths(purchase, order, order_cancel, sku_view, sale_page, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,
@@ -136,7 +154,7 @@ fn openapi_json() {}
         crate::warmup::Report
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "sale page"), (name = "operations"))
 )]
 pub struct ApiDoc;
 
@@ -144,7 +162,9 @@ struct Security;
 
 impl utoipa::Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        use utoipa::openapi::security::{
+            ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme,
+        };
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "shopper_token",
@@ -157,6 +177,15 @@ impl utoipa::Modify for Security {
                     ))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            "session_cookie",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                crate::session::COOKIE_NAME,
+                "The shopper token (as `shopper_token`) in the HttpOnly `flashgate_session` cookie the shop sets on the edge's host. \
+                 CSRF defence: a request that authenticates with it must carry `X-Flashgate-CSRF: 1`, and its `Origin` and \
+                 `Sec-Fetch-Site` (when sent) must be this edge; else 403 `csrf_rejected`. An `Authorization` header, when present, wins.",
+            ))),
         );
         components.add_security_scheme(
             "admin_token",

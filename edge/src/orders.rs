@@ -26,6 +26,7 @@ use crate::forward::{self, Outcome};
 use crate::jwt::{self, TokenRules};
 use crate::reply::Reply;
 use crate::request_id::RequestId;
+use crate::session::{self, Credential};
 
 /// The path prefix of the order routes.
 pub const ORDERS_PREFIX: &str = "/v1/orders/";
@@ -109,22 +110,20 @@ impl OrderCall {
     }
 }
 
-/// Checks the shopper token, then the order id (`raw_id`, the unvalidated path segment), at unix
+/// Checks the shopper token (from the [`Credential`] the session module picked), then the order id (`raw_id`, the unvalidated path segment), at unix
 /// time `now` with the session keys and token rules.
 pub fn validate(
-    authorization: Option<&str>,
+    credential: &Credential<'_>,
     raw_id: &str,
     action: OrderAction,
     session_keys: &SecretRing,
     token_rules: &TokenRules,
     now: i64,
 ) -> Result<OrderCall, Reply> {
-    let claims = jwt::bearer_token(authorization)
+    let claims = credential
+        .token()
         .and_then(|token| jwt::verify_hs256(token, session_keys, token_rules, now))
-        .map_err(|e| {
-            Reply::problem(ErrorCode::Unauthenticated, e.detail())
-                .with_header("www-authenticate", "Bearer")
-        })?;
+        .map_err(session::unauthenticated)?;
     let order = OrderId::parse(raw_id)
         .map_err(|e| Reply::problem(ErrorCode::InvalidRequest, e.to_string()))?;
     Ok(OrderCall {
@@ -227,7 +226,7 @@ mod tests {
 
     fn run(authorization: Option<&str>, id: &str, action: OrderAction) -> Result<OrderCall, Reply> {
         validate(
-            authorization,
+            &crate::session::Credential::from_authorization(authorization),
             id,
             action,
             &SecretRing::single(SECRET.to_vec()),

@@ -12,6 +12,7 @@ use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, SecretRing, UserId};
 use crate::fingerprint;
 use crate::jwt::{self, TokenRules};
 use crate::reply::Reply;
+use crate::session::{self, Credential};
 
 /// Largest accepted request body, as at the origin.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -19,7 +20,8 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 /// The raw parts of an incoming purchase request.
 #[derive(Debug, Clone, Copy)]
 pub struct Incoming<'a> {
-    pub authorization: Option<&'a str>,
+    /// The shopper credential, picked by [`crate::session::credential`].
+    pub credential: &'a Credential<'a>,
     pub idempotency_key: Option<&'a str>,
     pub body: &'a [u8],
 }
@@ -99,12 +101,11 @@ pub fn validate(
     if incoming.body.len() > MAX_BODY_BYTES {
         return Err(too_large());
     }
-    let claims = jwt::bearer_token(incoming.authorization)
+    let claims = incoming
+        .credential
+        .token()
         .and_then(|token| jwt::verify_hs256(token, session_keys, token_rules, now))
-        .map_err(|e| {
-            Reply::problem(ErrorCode::Unauthenticated, e.detail())
-                .with_header("www-authenticate", "Bearer")
-        })?;
+        .map_err(session::unauthenticated)?;
     let raw_key = incoming.idempotency_key.ok_or_else(|| {
         Reply::problem(
             ErrorCode::MissingIdempotencyKey,
@@ -144,7 +145,7 @@ mod tests {
     fn run(authorization: Option<&str>, key: Option<&str>, body: &[u8]) -> Result<Purchase, Reply> {
         validate(
             Incoming {
-                authorization,
+                credential: &Credential::from_authorization(authorization),
                 idempotency_key: key,
                 body,
             },

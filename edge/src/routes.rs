@@ -27,6 +27,8 @@ pub enum Route {
     Warmup,
     /// `GET /openapi.json`.
     OpenApi,
+    /// `GET /sale/{sku}`: the sale page, with the raw (unvalidated) path segment.
+    SalePage(String),
     /// Known path, other method; `Allow` lists the methods.
     MethodNotAllowed(&'static str),
     NotFound,
@@ -74,6 +76,13 @@ pub fn route(method: &str, path: &str) -> Route {
         _ => {
             if let Some(rest) = path.strip_prefix(crate::orders::ORDERS_PREFIX) {
                 return order_route(method, rest);
+            }
+            if let Some(sku) = path.strip_prefix(crate::sale_page::PREFIX) {
+                return match (sku.is_empty() || sku.contains('/'), read) {
+                    (true, _) => Route::NotFound,
+                    (false, true) => Route::SalePage(sku.to_owned()),
+                    (false, false) => Route::MethodNotAllowed("GET, HEAD"),
+                };
             }
             match path.strip_prefix("/v1/skus/") {
                 Some(sku) if !sku.is_empty() && !sku.contains('/') => {
@@ -124,6 +133,7 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
         Route::OpenApi => {
             Some(Reply::json(200, OPENAPI_JSON).with_header("cache-control", "public, max-age=300"))
         }
+        Route::SalePage(sku) => Some(crate::sale_page::reply(sku)),
         Route::Readyz
         | Route::Purchase
         | Route::SkuView(_)
@@ -180,6 +190,14 @@ mod tests {
         assert_eq!(route("GET", "/warmup"), Route::Warmup);
         assert_eq!(route("GET", "/"), Route::NotFound);
         assert_eq!(route("PUT", "/v1/admin/skus/A"), Route::NotFound);
+        assert_eq!(route("GET", "/sale/A-1"), Route::SalePage("A-1".into()));
+        assert_eq!(route("HEAD", "/sale/A-1"), Route::SalePage("A-1".into()));
+        assert_eq!(
+            route("POST", "/sale/A-1"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        assert_eq!(route("GET", "/sale/"), Route::NotFound);
+        assert_eq!(route("GET", "/sale/A/b"), Route::NotFound);
     }
 
     #[test]
@@ -223,6 +241,8 @@ mod tests {
         assert_eq!((r.status, r.header("allow")), (405, Some("POST")));
         assert_eq!(static_reply(&Route::NotFound).map(|r| r.status), Some(404));
         assert_eq!(static_reply(&Route::Purchase), None);
+        let page = static_reply(&Route::SalePage("A".into())).expect("page");
+        assert_eq!(page.status, 200, "the page needs no settings and no I/O");
         assert_eq!(
             static_reply(&Route::Readyz),
             None,

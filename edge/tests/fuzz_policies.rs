@@ -1063,7 +1063,7 @@ fn purchase_checks_run_in_contract_order() {
         |((auth, user), key, Bytes(body), skew)| {
             let got = purchase::validate(
                 Incoming {
-                    authorization: auth.as_deref(),
+                    credential: &edge::session::Credential::from_authorization(auth.as_deref()),
                     idempotency_key: key.as_deref(),
                     body: &body,
                 },

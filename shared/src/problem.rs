@@ -23,6 +23,9 @@ pub enum ErrorCode {
     Unauthorized,
     /// 401 (edge): missing, malformed, forged, expired or non-HS256 shopper token.
     Unauthenticated,
+    /// 403 (edge): a request authenticated by the `flashgate_session` cookie without the CSRF
+    /// defence (the `X-Flashgate-CSRF` header, a same-origin `Origin`/`Sec-Fetch-Site`).
+    CsrfRejected,
     /// 404: no sale for this SKU.
     UnknownSku,
     /// 404: no such route.
@@ -71,6 +74,7 @@ impl ErrorCode {
             Self::WebhookSignature => "webhook_signature",
             Self::Unauthorized => "unauthorized",
             Self::Unauthenticated => "unauthenticated",
+            Self::CsrfRejected => "csrf_rejected",
             Self::UnknownSku => "unknown_sku",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -96,6 +100,7 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
+            Self::CsrfRejected => 403,
             Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::SoldOut
@@ -123,6 +128,7 @@ impl ErrorCode {
             Self::WebhookSignature => "Bad webhook signature",
             Self::Unauthorized => "Unauthorized",
             Self::Unauthenticated => "Unauthenticated",
+            Self::CsrfRejected => "Cross-site request rejected",
             Self::UnknownSku => "Unknown SKU",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
@@ -244,6 +250,7 @@ mod tests {
             ErrorCode::WebhookSignature,
             ErrorCode::OrderNotFound,
             ErrorCode::OrderState,
+            ErrorCode::CsrfRejected,
             ErrorCode::NotStarted,
             ErrorCode::SaleEnded,
             ErrorCode::SalePaused,

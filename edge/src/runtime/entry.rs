@@ -49,8 +49,10 @@ async fn handle(req: &mut Request, env: &Env, ctx: &Context, id: &RequestId) -> 
             orders::handle(req, env, &settings, &order, OrderAction::Cancel, id).await
         }
         Route::Warmup => skus::warmup(req, &settings).await,
-        Route::Healthz | Route::OpenApi | Route::MethodNotAllowed(_) | Route::NotFound => {
-            Reply::problem(ErrorCode::NotFound, "no such route")
-        }
+        Route::Healthz
+        | Route::OpenApi
+        | Route::SalePage(_)
+        | Route::MethodNotAllowed(_)
+        | Route::NotFound => Reply::problem(ErrorCode::NotFound, "no such route"),
     }
 }

@@ -5,6 +5,7 @@ use worker::{Date, Env, Headers, Request, Response};
 
 use crate::config::{ConfigError, Settings};
 use crate::reply::Reply;
+use crate::session::{self, CSRF_HEADER, CsrfError, SessionHeaders};
 use crate::url_parts;
 
 /// Reads the settings from the Worker's vars and secrets.
@@ -45,8 +46,52 @@ pub(crate) fn to_response(reply: Reply) -> worker::Result<Response> {
     for (name, value) in &reply.headers {
         headers.set(name, value)?;
     }
+    // The edge's clock, which the sale page's countdown runs on (workerd sends no Date itself).
+    if reply.header("date").is_none() {
+        headers.set(
+            "date",
+            &crate::http_date::format(now_ms().div_euclid(1_000)),
+        )?;
+    }
     Ok(Response::builder()
         .with_status(reply.status)
         .with_headers(headers)
         .fixed(reply.body.into_bytes()))
+}
+
+/// The headers that carry a shopper's credential ([`crate::session`]), owned.
+#[derive(Debug, Default)]
+pub(crate) struct SessionParts {
+    authorization: Option<String>,
+    cookie: Option<String>,
+    csrf: Option<String>,
+    origin: Option<String>,
+    sec_fetch_site: Option<String>,
+    /// This edge's own origin, `scheme://host[:port]`.
+    self_origin: String,
+}
+
+impl SessionParts {
+    pub(crate) fn read(req: &Request) -> Self {
+        Self {
+            authorization: header(req, "authorization"),
+            cookie: header(req, "cookie"),
+            csrf: header(req, CSRF_HEADER),
+            origin: header(req, "origin"),
+            sec_fetch_site: header(req, "sec-fetch-site"),
+            self_origin: base_url(req),
+        }
+    }
+
+    /// The credential, or the CSRF refusal ([`session::credential`]).
+    pub(crate) fn credential(&self) -> Result<session::Credential<'_>, CsrfError> {
+        let headers = SessionHeaders {
+            authorization: self.authorization.as_deref(),
+            cookie: self.cookie.as_deref(),
+            csrf: self.csrf.as_deref(),
+            origin: self.origin.as_deref(),
+            sec_fetch_site: self.sec_fetch_site.as_deref(),
+        };
+        session::credential(&headers, &self.self_origin)
+    }
 }

@@ -13,7 +13,7 @@ use crate::reply::Reply;
 use crate::request_id::RequestId;
 use shared::ErrorCode;
 
-use super::http::{header, now_ms};
+use super::http::{SessionParts, now_ms};
 use super::origin;
 use super::user_gate::UserGateClient;
 
@@ -26,8 +26,13 @@ pub(crate) async fn handle(
     action: OrderAction,
     request_id: &RequestId,
 ) -> Reply {
+    let session = SessionParts::read(req);
+    let credential = match session.credential() {
+        Ok(credential) => credential,
+        Err(e) => return e.reply(),
+    };
     let call = match orders::validate(
-        header(req, "authorization").as_deref(),
+        &credential,
         raw_id,
         action,
         &settings.session_secrets,

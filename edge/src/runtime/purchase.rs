@@ -20,7 +20,7 @@ use crate::reply::Reply;
 use crate::request_id::RequestId;
 use crate::schedule::{self, Local};
 
-use super::http::{base_url, header, now_ms};
+use super::http::{SessionParts, base_url, header, now_ms};
 use super::origin;
 use super::sku_cache;
 use super::skus;
@@ -34,6 +34,12 @@ pub(crate) async fn handle(
     settings: &Settings,
     request_id: &RequestId,
 ) -> Reply {
+    // A cookie without the CSRF defence goes no further: nothing read, counted or forwarded.
+    let session = SessionParts::read(req);
+    let credential = match session.credential() {
+        Ok(credential) => credential,
+        Err(e) => return e.reply(),
+    };
     if purchase::announced_too_large(header(req, "content-length").as_deref()) {
         return purchase::too_large();
     }
@@ -45,10 +51,9 @@ pub(crate) async fn handle(
         }
         CappedRead::Unreadable => return unreadable(),
     };
-    let authorization = header(req, "authorization");
     let key = header(req, IDEMPOTENCY_KEY);
     let incoming = Incoming {
-        authorization: authorization.as_deref(),
+        credential: &credential,
         idempotency_key: key.as_deref(),
         body: &body,
     };
