@@ -33,6 +33,10 @@ pub struct Settings {
     pub sku_facts_ttl_secs: u32,
     /// How long a `404 unknown_sku` of `GET /v1/skus/{sku}` is cached (`SKU_MISSING_TTL_SECS`).
     pub sku_missing_ttl_secs: u32,
+    /// How far this edge's clock may be off the origin's database clock
+    /// (`SCHEDULE_CLOCK_MARGIN_MS`): within it of a sale's start or end, the origin decides
+    /// (`crate::schedule`).
+    pub schedule_clock_margin_ms: u32,
     /// What shopper tokens' claims must satisfy: `SESSION_MAX_LIFETIME_SECS`, and the optional
     /// `SESSION_ISSUER` / `SESSION_AUDIENCE`.
     pub session_rules: TokenRules,
@@ -69,6 +73,7 @@ pub mod defaults {
     pub const SKU_CACHE_TTL_SECS: u32 = 5;
     pub const SKU_FACTS_TTL_SECS: u32 = 86_400;
     pub const SKU_MISSING_TTL_SECS: u32 = 5;
+    pub const SCHEDULE_CLOCK_MARGIN_MS: u32 = 2_000;
     pub const SESSION_MAX_LIFETIME_SECS: u32 = crate::jwt::DEFAULT_MAX_LIFETIME_SECS;
 }
 
@@ -194,6 +199,11 @@ impl Settings {
                 "SKU_MISSING_TTL_SECS",
                 defaults::SKU_MISSING_TTL_SECS,
                 1..=300,
+            )?,
+            schedule_clock_margin_ms: number(
+                "SCHEDULE_CLOCK_MARGIN_MS",
+                defaults::SCHEDULE_CLOCK_MARGIN_MS,
+                0..=60_000,
             )?,
             session_rules: TokenRules {
                 max_lifetime_secs: number(

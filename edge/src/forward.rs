@@ -135,7 +135,15 @@ struct Remaining {
 /// body is read tolerantly: only `remaining` matters, and the fields a hold adds (`status`,
 /// `expires_at`) or any later one are ignored here and relayed and stored byte for byte.
 pub fn learn(facts: SkuFacts, answer: &Answered<'_>) -> Option<SkuFacts> {
-    if answer.replayed || !facts.lowered_by(answer.sent_ms) {
+    if answer.replayed {
+        return None;
+    }
+    if let Some(learned) =
+        crate::schedule::learned(facts, answer.status, answer.body, answer.sent_ms)
+    {
+        return Some(learned);
+    }
+    if !facts.lowered_by(answer.sent_ms) {
         return None;
     }
     let learned = match answer.status {
@@ -344,6 +352,9 @@ mod tests {
             price_cents: 1,
             stock: 10,
             max_per_user: 5,
+            starts_at: None,
+            ends_at: None,
+            paused: false,
         };
         let warm = SkuFacts::from_warmup(&view, 5_000);
         for (status, body) in [(201, created), (409, sold.as_str())] {

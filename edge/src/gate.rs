@@ -3,8 +3,10 @@
 //! returned effects, all without an `.await` in between, so each call is atomic for that user.
 //!
 //! Order inside `begin`: rate limit (every attempt counts, replays included), then the
-//! idempotency lookup (replay / 422 / 409 in flight), then the shields (sold out before purchase
-//! limit), and finally the key is claimed for a new attempt.
+//! idempotency lookup (replay / 422 / 409 in flight), then the shields (`sale_ended` from the
+//! cached schedule, `crate::schedule`; then sold out before purchase limit), and finally the key is
+//! claimed for a new attempt. (`not_started` and `sale_paused` never reach the object: the worker
+//! answers them before, so they cost no rate.)
 //!
 //! The per-user cap pre-check counts the units the user bought through this object, but only while
 //! the origin confirmed that count less than `SKU_CACHE_TTL_SECS` ago (a 201 or a
@@ -24,6 +26,7 @@ use shared::Problem;
 use crate::gcra::{Decision, Policy};
 use crate::idempotency::{self, Disposition, Lookup, Record, State};
 use crate::protocol::{BeginReply, BeginRequest, FinishReply, FinishRequest, RateOutcome, Verdict};
+use crate::schedule::{self, Local};
 use crate::shield::{self, Shield};
 
 /// The rows `begin`/`finish` look at.
@@ -112,6 +115,15 @@ pub fn counted_units(snap: &Snapshot, now_ms: i64, ttl_ms: i64) -> i64 {
     if fresh { snap.bought } else { 0 }
 }
 
+/// The sale's end, if the request's cached schedule says it is over at `now_ms` (past the margin).
+fn ended(req: &BeginRequest, now_ms: i64) -> Option<shared::Closed> {
+    let schedule = req.facts.schedule.as_ref()?;
+    match schedule::decide(schedule, now_ms, req.schedule_margin_ms) {
+        Local::Ended(closed) => Some(closed),
+        Local::Pass | Local::Answer(_) => None,
+    }
+}
+
 /// Decides `begin`. `next_attempt` is a number never handed out before by this object.
 pub fn begin(
     policy: &Policy,
@@ -145,30 +157,39 @@ pub fn begin(
         Lookup::Replay { status, body } => Verdict::Replay { status, body },
         Lookup::InFlight => Verdict::InFlight,
         Lookup::Reused => Verdict::Reused,
-        Lookup::Proceed => match shield::decide(
-            &req.facts,
-            counted_units(snap, now_ms, req.count_ttl_ms),
-            req.qty,
-        ) {
-            Shield::Answer(code) => {
-                let body = Problem::new(code, shield::detail(code)).to_json();
+        Lookup::Proceed => match ended(req, now_ms) {
+            Some(closed) => {
+                let problem = closed.problem();
                 Verdict::Answered {
-                    status: code.status(),
-                    body,
+                    status: problem.status,
+                    body: problem.to_json(),
                 }
             }
-            Shield::Pass => {
-                let record = Record {
-                    fingerprint: req.fingerprint.clone(),
-                    attempt: next_attempt,
-                    state: State::InFlight,
-                    updated_ms: now_ms,
-                };
-                effects.record = RecordChange::Put(record);
-                Verdict::Proceed {
-                    attempt: next_attempt,
+            None => match shield::decide(
+                &req.facts,
+                counted_units(snap, now_ms, req.count_ttl_ms),
+                req.qty,
+            ) {
+                Shield::Answer(code) => {
+                    let body = Problem::new(code, shield::detail(code)).to_json();
+                    Verdict::Answered {
+                        status: code.status(),
+                        body,
+                    }
                 }
-            }
+                Shield::Pass => {
+                    let record = Record {
+                        fingerprint: req.fingerprint.clone(),
+                        attempt: next_attempt,
+                        state: State::InFlight,
+                        updated_ms: now_ms,
+                    };
+                    effects.record = RecordChange::Put(record);
+                    Verdict::Proceed {
+                        attempt: next_attempt,
+                    }
+                }
+            },
         },
     };
     (BeginReply { rate, verdict }, effects)
@@ -260,7 +281,58 @@ mod tests {
             },
             in_flight_timeout_ms: 30_000,
             count_ttl_ms: 5_000,
+            schedule_margin_ms: 2_000,
         }
+    }
+
+    #[test]
+    fn sale_ended_is_answered_after_the_lookup_so_a_bought_key_still_replays() {
+        let mut r = req("f");
+        r.facts = SkuFacts {
+            schedule: Some(shared::Schedule {
+                ends_at: shared::Timestamp::from_unix_ms(NOW - 10_000),
+                ..shared::Schedule::default()
+            }),
+            ..SkuFacts::default()
+        };
+        let (reply, e) = begin(&policy(), &Snapshot::default(), &r, NOW, 1);
+        let Verdict::Answered { status, body } = &reply.verdict else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(*status, 409);
+        assert_eq!(
+            serde_json::from_str::<Problem>(body).map(|p| p.code).ok(),
+            Some(ErrorCode::SaleEnded)
+        );
+        assert_eq!(e.record, RecordChange::Keep, "not stored with the key");
+        // A key that bought before the end gets its replay.
+        let bought = Snapshot {
+            record: Some(Record {
+                fingerprint: "f".into(),
+                attempt: 1,
+                state: State::Done {
+                    status: 201,
+                    body: "{}".into(),
+                },
+                updated_ms: NOW - 20_000,
+            }),
+            ..Snapshot::default()
+        };
+        let (reply, _) = begin(&policy(), &bought, &r, NOW, 2);
+        assert!(
+            matches!(reply.verdict, Verdict::Replay { status: 201, .. }),
+            "{reply:?}"
+        );
+        // Within the margin after the end, the origin decides.
+        r.facts.schedule = Some(shared::Schedule {
+            ends_at: shared::Timestamp::from_unix_ms(NOW - 1_000),
+            ..shared::Schedule::default()
+        });
+        let (reply, _) = begin(&policy(), &Snapshot::default(), &r, NOW, 3);
+        assert!(
+            matches!(reply.verdict, Verdict::Proceed { .. }),
+            "{reply:?}"
+        );
     }
 
     fn apply(snap: &mut Snapshot, e: Effects) {

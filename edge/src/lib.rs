@@ -6,7 +6,7 @@
 //! - **Policy** — plain Rust, no runtime, tested natively with `cargo test -p edge`:
 //!   [`config`] (typed settings from vars/secrets), [`jwt`] (HS256 shopper tokens),
 //!   [`gcra`] + [`ratelimit_fields`] (per-user rate limit and its IETF headers),
-//!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`shield`] (sold-out and
+//!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`schedule`] (the sale's start, end and pause, answered from cached facts), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
 //!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
 //!   [`warmup`], [`orders`] (a shopper's own orders: view and cancel), `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`) and [`reply`] (responses as data).
@@ -31,6 +31,7 @@ pub mod ratelimit_fields;
 pub mod reply;
 pub mod request_id;
 pub mod routes;
+pub mod schedule;
 pub mod shield;
 pub mod url_parts;
 pub mod warmup;

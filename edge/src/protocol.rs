@@ -41,6 +41,14 @@ pub struct BeginRequest {
     /// pre-check (`SKU_CACHE_TTL_SECS`; see `crate::gate::counted_units`).
     #[serde(default = "default_count_ttl_ms")]
     pub count_ttl_ms: i64,
+    /// `SCHEDULE_CLOCK_MARGIN_MS`: the object answers `sale_ended` from `facts` only past the
+    /// end plus this margin (`crate::schedule`).
+    #[serde(default = "default_schedule_margin_ms")]
+    pub schedule_margin_ms: i64,
+}
+
+fn default_schedule_margin_ms() -> i64 {
+    i64::from(crate::config::defaults::SCHEDULE_CLOCK_MARGIN_MS)
 }
 
 fn default_count_ttl_ms() -> i64 {
@@ -69,7 +77,7 @@ pub enum Verdict {
     InFlight,
     /// The key was used for a different request.
     Reused,
-    /// A shield answered (sold out / purchase limit). Not stored with the key: only the origin's
+    /// A shield answered (sale ended / sold out / purchase limit). Not stored with the key: only the origin's
     /// decisions are (see `crate::gate`).
     Answered { status: u16, body: String },
 }

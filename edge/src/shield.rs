@@ -36,7 +36,7 @@
 //! a bound that is too high only costs origin calls.
 
 use serde::{Deserialize, Serialize};
-use shared::{ErrorCode, SkuView};
+use shared::{ErrorCode, Schedule, SkuView};
 
 /// What the edge knows about one SKU's sale.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +57,10 @@ pub struct SkuFacts {
     /// refuses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub viewed_ms: Option<i64>,
+    /// The sale's schedule as the origin last showed it (a view, or a `409 not_started` /
+    /// `sale_ended` / `sale_paused` answer), if known; `crate::schedule` answers from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
 }
 
 impl SkuFacts {
@@ -67,6 +71,7 @@ impl SkuFacts {
             max_per_user: Some(i64::from(view.max_per_user)),
             raised_ms: Some(now_ms),
             viewed_ms: Some(now_ms),
+            schedule: Some(view.schedule()),
         }
     }
 
@@ -75,7 +80,8 @@ impl SkuFacts {
     /// safe, a bound too high only costs origin calls. Otherwise the view is an answer like a
     /// purchase's: it lowers the bound and sets the cap only if it was requested after the last
     /// raise ([`SkuFacts::lowered_by`]). Either way, a view requested after the last raise
-    /// confirms the bound: [`SkuFacts::viewed_ms`] becomes `now_ms`.
+    /// confirms the bound: [`SkuFacts::viewed_ms`] becomes `now_ms`, and its schedule replaces the
+    /// one known.
     #[must_use]
     pub fn with_fresh_view(self, view: &SkuView, sent_ms: i64, now_ms: i64) -> Self {
         let stock = view.stock.max(0);
@@ -91,6 +97,7 @@ impl SkuFacts {
                 },
                 raised_ms: Some(now_ms),
                 viewed_ms: Some(now_ms),
+                schedule: Some(view.schedule()),
             };
         }
         if !current {
@@ -100,6 +107,7 @@ impl SkuFacts {
             stock_bound: Some(stock),
             max_per_user: Some(cap),
             viewed_ms: Some(now_ms),
+            schedule: Some(view.schedule()),
             ..self
         }
     }
@@ -212,6 +220,9 @@ mod tests {
             price_cents: 100,
             stock,
             max_per_user,
+            starts_at: None,
+            ends_at: None,
+            paused: false,
         }
     }
 
@@ -253,6 +264,7 @@ mod tests {
                 max_per_user: Some(3),
                 raised_ms: Some(3_000),
                 viewed_ms: Some(3_000),
+                schedule: Some(Schedule::default()),
             }
         );
         // Less stock, requested after the last raise: lowers, and is not a raise.

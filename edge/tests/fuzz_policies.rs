@@ -1216,6 +1216,7 @@ fn facts() -> impl Strategy<Value = SkuFacts> {
                 max_per_user,
                 raised_ms,
                 viewed_ms,
+                schedule: None,
             },
         )
 }
@@ -1290,6 +1291,7 @@ fn gate_begin_decides_consistently() {
                 },
                 in_flight_timeout_ms: timeout,
                 count_ttl_ms: 5_000,
+                schedule_margin_ms: 2_000,
             };
             for now_ms in [any_now, now] {
                 let bought = gate::counted_units(&snap, now_ms, req.count_ttl_ms);
@@ -1599,6 +1601,9 @@ fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
                 price_cents: 1,
                 stock,
                 max_per_user: cap,
+                starts_at: None,
+                ends_at: None,
+                paused: false,
             };
             let got = facts.with_fresh_view(&view, sent_ms, now_ms);
             let stock = stock.max(0);
@@ -1991,6 +1996,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                 },
                 in_flight_timeout_ms: t,
                 count_ttl_ms: 5_000,
+                schedule_margin_ms: 2_000,
             },
         );
     let input = (

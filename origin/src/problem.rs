@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared::headers::PROBLEM_JSON;
-use shared::{ErrorCode, Problem};
+use shared::{Closed, ErrorCode, Problem};
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -16,6 +16,8 @@ pub struct ApiError {
     detail: String,
     /// `order_state` only: the order's current state.
     current: Option<String>,
+    /// A sale closed by its schedule: the problem's `starts_at`/`ends_at` and `Retry-After`.
+    closed: Option<Closed>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             current: None,
+            closed: None,
         }
     }
 
@@ -48,6 +51,9 @@ impl ApiError {
 
     /// The problem this error answers with.
     pub fn problem(&self) -> Problem {
+        if let Some(closed) = self.closed {
+            return closed.problem();
+        }
         let mut problem = Problem::new(self.code, self.detail.clone());
         problem.current.clone_from(&self.current);
         problem
@@ -82,7 +88,26 @@ pub fn problem_response(status: u16, body: String) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let problem = self.problem();
-        problem_response(problem.status, problem.to_json())
+        let mut res = problem_response(problem.status, problem.to_json());
+        if let Some(secs) = self.closed.and_then(Closed::retry_after_secs) {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        res
+    }
+}
+
+/// `409 not_started` / `sale_ended` / `sale_paused`: the problem of [`Closed::problem`] (with
+/// `starts_at` / `ends_at`) and, but for an ended sale, `Retry-After`.
+impl From<Closed> for ApiError {
+    fn from(closed: Closed) -> Self {
+        let problem = closed.problem();
+        Self {
+            code: problem.code,
+            detail: problem.detail,
+            current: None,
+            closed: Some(closed),
+        }
     }
 }
 

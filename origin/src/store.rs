@@ -9,7 +9,8 @@
 //!
 //! [`decide_batch`] is the final guard of the whole system. Inside ONE transaction that holds the
 //! SKU row lock it decides a batch of purchase attempts in arrival order — idempotency replay or
-//! reuse, unknown SKU, stock, per-user cap — then writes every order, every stored outcome and the
+//! reuse, unknown SKU, the schedule (by the database clock; a closed sale decides and stores
+//! nothing), stock, per-user cap — then writes every order, every stored outcome and the
 //! stock decrement, and commits. Two origins racing, or a holder whose Redlock lease was lost,
 //! still cannot oversell: the row lock serializes them, `CHECK (stock >= 0)` refuses the
 //! impossible, and the fencing token refuses a stale lock holder's batch. A batch for a SKU that
@@ -22,13 +23,16 @@
 //! fail with [`StoreError::Conflict`] — nothing committed, and the retry decides that attempt from
 //! the committed row while the others commit.
 //!
+//! The catalogue (`catalogue`): the admin `PUT` — a sale with its schedule, or the schedule
+//! alone — and the public view, which carries the schedule.
+//!
 //! [`sale_state`] (generation and stock by primary key, no lock) and [`buyers`] feed the
 //! purchase path's knowledge of which SKUs exist and which are sold out (`purchase::knowledge`).
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use shared::{Sku, SkuUpsert, SkuView};
+use shared::Sku;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
@@ -36,10 +40,12 @@ use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 
 mod batch;
 pub(crate) mod books;
+mod catalogue;
 pub mod orders;
 pub mod payments;
 
 pub use batch::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer, decide_batch};
+pub use catalogue::{CatalogueError, UpsertedSku, get_sku, update_schedule, upsert_sku};
 
 /// A SKU's sale as of one read: the generation (bumped by every PUT), the return epoch (bumped
 /// by every transaction that puts units back into the generation's stock) and the units left.
@@ -162,124 +168,6 @@ pub fn pool_with(
         .connect_lazy_with(options)
 }
 
-struct SkuRow {
-    sku: String,
-    name: String,
-    price_cents: i64,
-    stock: i64,
-    max_per_user: i32,
-}
-
-impl From<SkuRow> for SkuView {
-    fn from(r: SkuRow) -> Self {
-        Self {
-            sku: r.sku,
-            name: r.name,
-            price_cents: r.price_cents,
-            stock: r.stock,
-            max_per_user: r.max_per_user,
-        }
-    }
-}
-
-/// A SKU's sale as stored by [`upsert_sku`].
-#[derive(Debug, Clone)]
-pub struct UpsertedSku {
-    pub view: SkuView,
-    /// 1 for a new SKU; every PUT of an existing SKU adds one.
-    pub generation: i64,
-    /// The SKU's return epoch (unchanged by a PUT).
-    pub returns: i64,
-}
-
-/// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`. The
-/// generation it replaces moves to `sku_generations` with its books, in the same transaction,
-/// under the SKU row lock (so no batch or return can move units between the two).
-pub async fn upsert_sku(
-    pool: &PgPool,
-    sku: &Sku,
-    sale: &SkuUpsert,
-) -> Result<UpsertedSku, StoreError> {
-    let hold_secs = sale
-        .hold_secs
-        .map_or(0, |h| i32::try_from(h).unwrap_or(i32::MAX));
-    loop {
-        let mut tx = pool.begin().await?;
-        let archived = sqlx::query!(
-            "INSERT INTO sku_generations (sku, generation, initial_stock, stock, units_out, written_off)
-             SELECT sku, generation, initial_stock, stock, units_out, written_off
-             FROM skus WHERE sku = $1 FOR UPDATE",
-            sku.as_str(),
-        )
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let row = if archived == 1 {
-            sqlx::query_as!(
-                UpsertRow,
-                "UPDATE skus SET
-                     name = $2, price_cents = $3, initial_stock = $4, stock = $4, max_per_user = $5,
-                     hold_secs = $6, units_out = 0, written_off = 0, generation = generation + 1,
-                     updated_at = now()
-                 WHERE sku = $1
-                 RETURNING sku, name, price_cents, stock, max_per_user, generation, returns",
-                sku.as_str(),
-                &sale.name,
-                sale.price_cents,
-                sale.stock,
-                sale.max_per_user,
-                hold_secs,
-            )
-            .fetch_optional(&mut *tx)
-            .await?
-        } else {
-            // A new SKU; another PUT creating it at the same moment makes this one retry as a
-            // replacement.
-            sqlx::query_as!(
-                UpsertRow,
-                "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs)
-                 VALUES ($1, $2, $3, $4, $4, $5, $6)
-                 ON CONFLICT (sku) DO NOTHING
-                 RETURNING sku, name, price_cents, stock, max_per_user, generation, returns",
-                sku.as_str(),
-                &sale.name,
-                sale.price_cents,
-                sale.stock,
-                sale.max_per_user,
-                hold_secs,
-            )
-            .fetch_optional(&mut *tx)
-            .await?
-        };
-        let Some(row) = row else {
-            tx.rollback().await?;
-            continue;
-        };
-        tx.commit().await?;
-        return Ok(UpsertedSku {
-            view: SkuView {
-                sku: row.sku,
-                name: row.name,
-                price_cents: row.price_cents,
-                stock: row.stock,
-                max_per_user: row.max_per_user,
-            },
-            generation: row.generation,
-            returns: row.returns,
-        });
-    }
-}
-
-struct UpsertRow {
-    sku: String,
-    name: String,
-    price_cents: i64,
-    stock: i64,
-    max_per_user: i32,
-    generation: i64,
-    returns: i64,
-}
-
 /// A SKU's generation, return epoch and stock by primary key, without any lock (`None`: no such SKU).
 pub async fn sale_state(pool: &PgPool, sku: &Sku) -> Result<Option<SaleState>, StoreError> {
     let row = sqlx::query_as!(
@@ -304,18 +192,6 @@ pub async fn buyers(pool: &PgPool, sku: &Sku) -> Result<Vec<(String, String)>, S
         .into_iter()
         .map(|r| (r.user_id, r.idempotency_key))
         .collect())
-}
-
-/// The current view of a SKU, `None` when there is no sale for it.
-pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreError> {
-    let row = sqlx::query_as!(
-        SkuRow,
-        "SELECT sku, name, price_cents, stock, max_per_user FROM skus WHERE sku = $1",
-        sku.as_str(),
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(Into::into))
 }
 
 /// Deletes stored outcomes older than `retention`; returns how many.

@@ -4,6 +4,7 @@
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
 //! - [`orders`]: order states, the order view and the refund body.
+//! - [`schedule`]: a sale's schedule (`Timestamp`, `Schedule`) and whether it is open at `now`.
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
 //! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
 //!   origin verifies.
@@ -18,6 +19,7 @@ pub mod domain;
 pub mod headers;
 pub mod orders;
 pub mod problem;
+pub mod schedule;
 pub mod secrets;
 pub mod signing;
 pub mod wire;
@@ -25,5 +27,6 @@ pub mod wire;
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};
+pub use schedule::{Closed, PAUSED_RETRY_AFTER_SECS, Schedule, Timestamp, Update};
 pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
-pub use wire::{PurchaseRequest, PurchaseResponse, SkuUpsert, SkuView};
+pub use wire::{PurchaseRequest, PurchaseResponse, ScheduleUpdate, SkuPut, SkuUpsert, SkuView};

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::schedule::Timestamp;
+
 /// A stable, machine-readable error code. The string form ([`ErrorCode::as_str`]) is the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +49,13 @@ pub enum ErrorCode {
     OrderNotFound,
     /// 409: the order's state does not allow this transition (the problem carries `current`).
     OrderState,
+    /// 409: the sale has not started (the problem carries `starts_at`; `Retry-After` = seconds to
+    /// the start). Not stored with the key.
+    NotStarted,
+    /// 409: the sale has ended (the problem carries `ends_at`). Not stored with the key.
+    SaleEnded,
+    /// 409: the sale is paused (`Retry-After`). Not stored with the key.
+    SalePaused,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
     Unavailable,
     /// 500: a bug. Never caused by client input or a failing dependency.
@@ -75,6 +84,9 @@ impl ErrorCode {
             Self::RateLimited => "rate_limited",
             Self::OrderNotFound => "order_not_found",
             Self::OrderState => "order_state",
+            Self::NotStarted => "not_started",
+            Self::SaleEnded => "sale_ended",
+            Self::SalePaused => "sale_paused",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -86,9 +98,13 @@ impl ErrorCode {
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
             Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::SoldOut | Self::PurchaseLimit | Self::IdempotencyInFlight | Self::OrderState => {
-                409
-            }
+            Self::SoldOut
+            | Self::PurchaseLimit
+            | Self::IdempotencyInFlight
+            | Self::OrderState
+            | Self::NotStarted
+            | Self::SaleEnded
+            | Self::SalePaused => 409,
             Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::IdempotencyKeyReused => 422,
@@ -120,6 +136,9 @@ impl ErrorCode {
             Self::RateLimited => "Rate limited",
             Self::OrderNotFound => "Order not found",
             Self::OrderState => "Order state does not allow this",
+            Self::NotStarted => "Sale not started",
+            Self::SaleEnded => "Sale ended",
+            Self::SalePaused => "Sale paused",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -150,6 +169,14 @@ pub struct Problem {
     /// `order_state` only: the order's current state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<String>,
+    /// `not_started` only: when the sale starts (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub starts_at: Option<Timestamp>,
+    /// `sale_ended` only: when the sale ended (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub ends_at: Option<Timestamp>,
 }
 
 impl Problem {
@@ -161,7 +188,21 @@ impl Problem {
             detail: detail.into(),
             code,
             current: None,
+            starts_at: None,
+            ends_at: None,
         }
+    }
+
+    /// This problem with the `starts_at` member (for `not_started`).
+    pub fn with_starts_at(mut self, at: Timestamp) -> Self {
+        self.starts_at = Some(at);
+        self
+    }
+
+    /// This problem with the `ends_at` member (for `sale_ended`).
+    pub fn with_ends_at(mut self, at: Timestamp) -> Self {
+        self.ends_at = Some(at);
+        self
     }
 
     /// This problem with the `current` member (for `order_state`).
@@ -203,6 +244,9 @@ mod tests {
             ErrorCode::WebhookSignature,
             ErrorCode::OrderNotFound,
             ErrorCode::OrderState,
+            ErrorCode::NotStarted,
+            ErrorCode::SaleEnded,
+            ErrorCode::SalePaused,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::domain::{DomainError, Quantity, Sku};
+use crate::schedule::{Schedule, Timestamp, Update};
 
 /// Why a JSON body is not acceptable (always a 400 `invalid_request`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +94,30 @@ pub struct SkuView {
     pub price_cents: i64,
     pub stock: i64,
     pub max_per_user: i32,
+    /// When purchases open (RFC 3339, UTC), or `null`: open since the SKU was put. Always
+    /// present in what the origin writes; absent parses as `null` (views cached before it).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, example = "2026-12-01T10:00:00Z", required = true))]
+    pub starts_at: Option<Timestamp>,
+    /// When purchases close (RFC 3339, UTC, exclusive), or `null`: no end.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, required = true))]
+    pub ends_at: Option<Timestamp>,
+    /// Whether an operator paused the sale (purchases answer `409 sale_paused`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub paused: bool,
+}
+
+impl SkuView {
+    /// The sale's schedule.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            starts_at: self.starts_at,
+            ends_at: self.ends_at,
+            paused: self.paused,
+        }
+    }
 }
 
 /// `PUT /v1/admin/skus/{sku}` body: creates or replaces a SKU's sale.
@@ -108,6 +133,116 @@ pub struct SkuUpsert {
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold_secs: Option<u32>,
+    /// When purchases open (RFC 3339). Absent: keep the stored value (none for a new SKU);
+    /// `null`: clear it (open at once).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime, example = "2026-12-01T10:00:00Z"))]
+    #[serde(skip_serializing_if = "Update::is_keep")]
+    pub starts_at: Update<Timestamp>,
+    /// When purchases close (RFC 3339, after `starts_at`). Absent: keep; `null`: no end.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    #[serde(skip_serializing_if = "Update::is_keep")]
+    pub ends_at: Update<Timestamp>,
+    /// Pause (`true`) or resume (`false`) the sale. Absent: keep (not paused for a new SKU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+}
+
+/// The schedule fields of an admin `PUT` (all optional): absent keeps the stored value, `null`
+/// clears it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScheduleUpdate {
+    pub starts_at: Update<Timestamp>,
+    pub ends_at: Update<Timestamp>,
+    pub paused: Option<bool>,
+}
+
+impl ScheduleUpdate {
+    /// The schedule after applying this update to `stored`.
+    pub fn apply(&self, stored: Schedule) -> Schedule {
+        Schedule {
+            starts_at: self.starts_at.apply(stored.starts_at),
+            ends_at: self.ends_at.apply(stored.ends_at),
+            paused: self.paused.unwrap_or(stored.paused),
+        }
+    }
+
+    /// Reads the schedule fields of an admin body; `ends_at` must be after `starts_at` when the
+    /// body sets both.
+    fn from_map(map: &serde_json::Map<String, Value>) -> Result<Self, BodyError> {
+        let instant = |field: &'static str| -> Result<Update<Timestamp>, BodyError> {
+            match map.get(field) {
+                None => Ok(Update::Keep),
+                Some(Value::Null) => Ok(Update::Clear),
+                Some(Value::String(s)) => {
+                    Timestamp::parse(s)
+                        .map(Update::Set)
+                        .map_err(|e| BodyError::Field {
+                            field,
+                            reason: e.to_string(),
+                        })
+                }
+                Some(_) => Err(BodyError::Field {
+                    field,
+                    reason: "must be an RFC 3339 date-time string or null".into(),
+                }),
+            }
+        };
+        let starts_at = instant("starts_at")?;
+        let ends_at = instant("ends_at")?;
+        let paused = match map.get("paused") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(BodyError::Field {
+                    field: "paused",
+                    reason: "must be true or false".into(),
+                });
+            }
+        };
+        if let (Update::Set(start), Update::Set(end)) = (starts_at, ends_at) {
+            if end <= start {
+                return Err(BodyError::Field {
+                    field: "ends_at",
+                    reason: "must be after starts_at".into(),
+                });
+            }
+        }
+        Ok(Self {
+            starts_at,
+            ends_at,
+            paused,
+        })
+    }
+}
+
+/// What a `PUT /v1/admin/skus/{sku}` body asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkuPut {
+    /// Create or replace the sale (a new generation), with any schedule fields.
+    Sale(SkuUpsert),
+    /// Only schedule fields (`starts_at`, `ends_at`, `paused`) and none of the sale's: change
+    /// the schedule of an existing SKU, nothing else (no new generation, stock untouched).
+    Schedule(ScheduleUpdate),
+}
+
+impl SkuPut {
+    /// The sale's own fields: a body with none of them (and some schedule field) is
+    /// schedule-only.
+    pub const SALE_FIELDS: [&'static str; 5] =
+        ["name", "price_cents", "stock", "max_per_user", "hold_secs"];
+
+    pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
+        let map = object(body)?;
+        let schedule_only = !Self::SALE_FIELDS.iter().any(|f| map.contains_key(*f))
+            && ["starts_at", "ends_at", "paused"]
+                .iter()
+                .any(|f| map.contains_key(*f));
+        if schedule_only {
+            Ok(Self::Schedule(ScheduleUpdate::from_map(&map)?))
+        } else {
+            Ok(Self::Sale(SkuUpsert::from_map(&map)?))
+        }
+    }
 }
 
 impl SkuUpsert {
@@ -118,9 +253,21 @@ impl SkuUpsert {
     pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 
     pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
-        let map = object(body)?;
+        Self::from_map(&object(body)?)
+    }
+
+    /// The schedule fields of this body.
+    pub fn schedule(&self) -> ScheduleUpdate {
+        ScheduleUpdate {
+            starts_at: self.starts_at,
+            ends_at: self.ends_at,
+            paused: self.paused,
+        }
+    }
+
+    fn from_map(map: &serde_json::Map<String, Value>) -> Result<Self, BodyError> {
         // NUL is refused: Postgres `text` cannot store it (the insert would fail as a 500).
-        let name = match required(&map, "name")? {
+        let name = match required(map, "name")? {
             Value::String(s)
                 if !s.trim().is_empty()
                     && s.chars().count() <= Self::MAX_NAME_LEN
@@ -137,7 +284,7 @@ impl SkuUpsert {
             }
         };
         let int = |field: &'static str, min: i64, max: i64| -> Result<i64, BodyError> {
-            let v = required(&map, field)?;
+            let v = required(map, field)?;
             match v.as_i64() {
                 Some(n) if (v.is_i64() || v.is_u64()) && (min..=max).contains(&n) => Ok(n),
                 _ => Err(BodyError::Field {
@@ -160,12 +307,16 @@ impl SkuUpsert {
                 n => u32::try_from(n).ok(),
             },
         };
+        let schedule = ScheduleUpdate::from_map(map)?;
         Ok(Self {
             name,
             price_cents,
             stock,
             max_per_user,
             hold_secs,
+            starts_at: schedule.starts_at,
+            ends_at: schedule.ends_at,
+            paused: schedule.paused,
         })
     }
 }
@@ -173,6 +324,71 @@ impl SkuUpsert {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedule_fields_keep_clear_or_set_and_a_body_of_them_only_is_schedule_only() {
+        let sale = r#""name":"S","price_cents":0,"stock":1,"max_per_user":1"#;
+        let put = |b: &str| SkuPut::from_json(b.as_bytes());
+        let Ok(SkuPut::Sale(full)) = put(&format!("{{{sale}}}")) else {
+            panic!("a sale")
+        };
+        assert_eq!(full.schedule(), ScheduleUpdate::default());
+        let Ok(SkuPut::Sale(full)) = put(&format!(
+            r#"{{{sale},"starts_at":"2026-12-01T10:00:00Z","ends_at":null,"paused":true}}"#
+        )) else {
+            panic!("a sale with a schedule")
+        };
+        assert_eq!(
+            full.schedule(),
+            ScheduleUpdate {
+                starts_at: Update::Set(Timestamp::parse("2026-12-01T10:00:00Z").expect("ts")),
+                ends_at: Update::Clear,
+                paused: Some(true),
+            }
+        );
+        assert_eq!(
+            put(r#"{"paused":false}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                paused: Some(false),
+                ..ScheduleUpdate::default()
+            }))
+        );
+        assert_eq!(
+            put(r#"{"starts_at":null}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                starts_at: Update::Clear,
+                ..ScheduleUpdate::default()
+            }))
+        );
+        // A body with some sale field is a sale: the others are required as before.
+        assert!(put(r#"{"stock":3,"paused":true}"#).is_err());
+        assert!(put("{}").is_err());
+        for bad in [
+            r#"{"starts_at":"tomorrow"}"#,
+            r#"{"starts_at":1796119200}"#,
+            r#"{"ends_at":"2026-12-01T10:00:00"}"#,
+            r#"{"paused":"yes"}"#,
+            r#"{"paused":null}"#,
+            r#"{"starts_at":"2026-12-01T10:00:00Z","ends_at":"2026-12-01T10:00:00Z"}"#,
+            r#"{"starts_at":"2026-12-01T10:00:00Z","ends_at":"2026-12-01T09:00:00Z"}"#,
+        ] {
+            assert!(put(bad).is_err(), "{bad}");
+            let with_sale = bad.replacen('{', &format!("{{{sale},"), 1);
+            assert!(put(&with_sale).is_err(), "{with_sale}");
+        }
+        // Views written before the schedule existed still parse (no schedule).
+        let old: SkuView = serde_json::from_str(
+            r#"{"sku":"A","name":"S","price_cents":1,"stock":2,"max_per_user":1}"#,
+        )
+        .expect("old view");
+        assert_eq!(old.schedule(), Schedule::default());
+        // And the origin always writes the three fields.
+        let json = serde_json::to_value(&old).expect("json");
+        assert_eq!(
+            (&json["starts_at"], &json["ends_at"], &json["paused"]),
+            (&Value::Null, &Value::Null, &Value::Bool(false))
+        );
+    }
 
     #[test]
     fn purchase_body_parses_and_ignores_unknown_fields() {

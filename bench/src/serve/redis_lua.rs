@@ -441,6 +441,9 @@ async fn put_sku(
                 price_cents: sale.price_cents,
                 stock: sale.stock,
                 max_per_user: sale.max_per_user,
+                starts_at: None,
+                ends_at: None,
+                paused: false,
             };
             let body = serde_json::to_string(&view).unwrap_or_default();
             let mut res = (StatusCode::OK, body).into_response();

@@ -1,6 +1,7 @@
 //! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
-//! the SKU's shield facts (refreshed from the origin's view first when a refusing bound is older
-//! than `SKU_CACHE_TTL_SECS`), then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
+//! the SKU's shield facts (refreshed from the origin's view first when a refusing bound or
+//! schedule is older than `SKU_CACHE_TTL_SECS`), the schedule (`not_started` / `sale_paused`
+//! answered here, [`crate::schedule`]), then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
 //! the signed call to the origin, whose answer is stored or released with the key and teaches the
 //! shield (unless it is a replay, or answers a request sent before the shield's last raise).
 
@@ -17,6 +18,7 @@ use crate::purchase::{self, CappedBody, Incoming, Purchase};
 use crate::ratelimit_fields;
 use crate::reply::Reply;
 use crate::request_id::RequestId;
+use crate::schedule::{self, Local};
 
 use super::http::{base_url, header, now_ms};
 use super::origin;
@@ -63,14 +65,23 @@ pub(crate) async fn handle(
     let base = base_url(req);
     let facts_key = facts_key(&base, &purchase.request.sku);
     let mut facts = sku_cache::get_facts(&facts_key).await;
-    if facts.needs_refresh(
-        purchase.request.qty.get(),
-        now_ms(),
-        i64::from(settings.sku_cache_ttl_secs) * 1_000,
-    ) {
-        // A sold-out bound older than the view TTL: units may have come back (an expired hold,
-        // a cancellation, a refund). Ask the origin's view before refusing (`crate::shield`).
+    let ttl_ms = i64::from(settings.sku_cache_ttl_secs) * 1_000;
+    let margin_ms = i64::from(settings.schedule_clock_margin_ms);
+    let now = now_ms();
+    if facts.needs_refresh(purchase.request.qty.get(), now, ttl_ms)
+        || schedule::needs_refresh(&facts, now, ttl_ms, margin_ms)
+    {
+        // A refusing bound or schedule older than the view TTL: units may have come back (an
+        // expired hold, a cancellation, a refund), the sale may have been resumed or moved. Ask
+        // the origin's view before refusing (`crate::shield`, `crate::schedule`).
         facts = skus::refresh_facts(settings, &base, &purchase.request.sku, facts).await;
+    }
+    // Not started / paused: answered here, before the user's Durable Object, so the attempt
+    // costs neither rate nor cap (`sale_ended` is the object's, after the key's lookup).
+    if let Some(schedule) = &facts.schedule {
+        if let Local::Answer(closed) = schedule::decide(schedule, now_ms(), margin_ms) {
+            return schedule::reply(closed);
+        }
     }
     let gate = match UserGateClient::for_user(env, &purchase.user) {
         Ok(gate) => gate,
@@ -87,7 +98,8 @@ pub(crate) async fn handle(
         facts,
         rate: settings.rate_settings(),
         in_flight_timeout_ms: settings.in_flight_timeout_ms(),
-        count_ttl_ms: i64::from(settings.sku_cache_ttl_secs) * 1_000,
+        count_ttl_ms: ttl_ms,
+        schedule_margin_ms: margin_ms,
     };
     let decided = match gate.begin(&begin).await {
         Ok(decided) => decided,
@@ -191,6 +203,8 @@ async fn forward_to_origin(
         purchase,
         request_id,
     );
+    // The origin's `Retry-After` on a `not_started` / `sale_paused`, passed on.
+    let mut retry_after = None;
     let outcome = match origin::send(
         Method::Post,
         &url,
@@ -200,7 +214,14 @@ async fn forward_to_origin(
     )
     .await
     {
-        Ok(r) => forward::classify(r.status, &r.body, r.retry_after.as_deref(), r.replayed),
+        Ok(r) => {
+            let outcome =
+                forward::classify(r.status, &r.body, r.retry_after.as_deref(), r.replayed);
+            retry_after = std::str::from_utf8(&r.body).ok().and_then(|body| {
+                schedule::origin_retry_after(r.status, body, r.retry_after.as_deref())
+            });
+            outcome
+        }
         Err(e) => {
             worker::console_warn!("purchase forward: {e}");
             Outcome::Unavailable(forward::unavailable())
@@ -217,6 +238,10 @@ async fn forward_to_origin(
                 reply.with_header(IDEMPOTENT_REPLAYED, "true")
             } else {
                 reply
+            };
+            let reply = match retry_after {
+                Some(secs) => reply.with_header("retry-after", secs.to_string()),
+                None => reply,
             };
             (status, body, replayed, reply)
         }

@@ -6,7 +6,7 @@
 //! is built here (or, for what is stored with the key, in the store) exactly once; nothing
 //! downstream re-parses a body to learn what was decided.
 
-use shared::{ErrorCode, Sku};
+use shared::{Closed, ErrorCode, Sku};
 
 use super::context::BatchRef;
 use crate::problem::ApiError;
@@ -49,6 +49,9 @@ pub enum Refusal {
     Unavailable,
     /// `500 internal`: a bug (logged where it happened).
     Internal,
+    /// `409 not_started` / `sale_ended` / `sale_paused` (with `Retry-After` and the instant): the
+    /// batch found the sale closed by the database's clock.
+    Closed(Closed),
 }
 
 impl Answer {
@@ -63,6 +66,7 @@ impl Answer {
             Decision::Replay(answer) => Self::Replayed { answer, batch },
             Decision::KeyReused => Self::Refused(Refusal::KeyReused),
             Decision::KeySpent => Self::Refused(Refusal::KeySpent),
+            Decision::Closed(closed) => Self::Refused(Refusal::Closed(closed)),
         }
     }
 
@@ -96,12 +100,14 @@ impl Refusal {
             Self::InFlight => ErrorCode::IdempotencyInFlight,
             Self::Overloaded | Self::Unavailable => ErrorCode::Unavailable,
             Self::Internal => ErrorCode::Internal,
+            Self::Closed(closed) => closed.code(),
         }
     }
 
     /// The problem this refusal answers with.
     pub fn error(self) -> ApiError {
         let detail = match self {
+            Self::Closed(closed) => return ApiError::from(closed),
             Self::KeyReused => "this Idempotency-Key was used with a different request",
             Self::KeySpent => {
                 "this Idempotency-Key already bought an order whose stored answer has expired; use a new key for a new purchase"
@@ -152,6 +158,7 @@ mod tests {
             Refusal::Overloaded,
             Refusal::Unavailable,
             Refusal::Internal,
+            Refusal::Closed(Closed::Paused),
         ] {
             let problem = refusal.error().problem();
             let answer = Answer::from(refusal);

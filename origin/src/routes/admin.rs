@@ -1,7 +1,11 @@
 //! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required). Checks
 //! in order: admin token (before any body byte is read), body size and deadline, SKU, body.
 //!
-//! Every PUT starts a new sale generation. A restock (an existing SKU, stock > 0) answers only
+//! A body naming only schedule fields (`starts_at`, `ends_at`, `paused`) changes the schedule of
+//! an existing SKU and nothing else (404 `unknown_sku` if there is none); any other body is a sale
+//! and starts a new sale generation, keeping the schedule fields it does not name.
+//!
+//! Every sale PUT starts a new sale generation. A restock (an existing SKU, stock > 0) answers only
 //! [`LOCAL_TTL`] after its commit: by then no origin process can still trust what it knew of an
 //! earlier generation (`purchase::knowledge`), so after the 200 no purchase anywhere is answered
 //! `sold_out` from the previous sale — whatever the state of Redis, which plays no part.
@@ -12,27 +16,36 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use shared::{Sku, SkuUpsert, SkuView};
+use shared::{ErrorCode, Sku, SkuPut, SkuView};
 
 use super::AppState;
 use super::skus::store_error;
 use crate::problem::ApiError;
 use crate::purchase::knowledge::LOCAL_TTL;
+use crate::store::CatalogueError;
 use crate::store::SaleState;
 use crate::{auth, body, store};
 
-/// Create or replace a SKU's sale. Earlier orders keep counting toward `max_per_user`.
+/// Create or replace a SKU's sale, or change its schedule. Earlier orders keep counting toward
+/// `max_per_user`.
+///
+/// Schedule fields (`starts_at`, `ends_at`: RFC 3339; `paused`: bool) are optional: absent keeps
+/// the stored value (a restock keeps the schedule), `null` clears a date. A body with only
+/// schedule fields changes the schedule of an existing SKU and nothing else (no restock, no wait);
+/// `404 unknown_sku` when there is no such SKU. Purchases before `starts_at` answer
+/// `409 not_started`, from `ends_at` on `409 sale_ended`, while paused `409 sale_paused`.
 ///
 /// A restock (an existing SKU, stock > 0) answers about one second after it is stored: once it
 /// answers, every origin process sells from the new stock.
 #[utoipa::path(
     put, path = "/v1/admin/skus/{sku}", tag = "admin",
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
-    request_body = shared::SkuUpsert,
+    request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`), which changes only the schedule of an existing SKU"),
     security(("admin_token" = [])),
     responses(
         (status = 200, body = shared::SkuView),
-        (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`: a schedule-only body for a SKU with no sale", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`: checked before the body is read, so it comes at once", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
@@ -51,11 +64,30 @@ pub(crate) async fn put_sku(
     auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let bytes = body::read_limited(request).await?;
     let sku = Sku::parse(&raw)?;
-    let sale = SkuUpsert::from_json(&bytes)?;
+    let sale = match SkuPut::from_json(&bytes)? {
+        SkuPut::Sale(sale) => sale,
+        SkuPut::Schedule(change) => {
+            // The schedule alone: no new generation, so nothing any process knows of the
+            // stock changes; batches read the schedule under the row lock.
+            return match store::update_schedule(&app.pool, &sku, &change).await {
+                Ok(Some(view)) => {
+                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, "sku schedule changed");
+                    Ok(Json(view))
+                }
+                Ok(None) => Err(ApiError::new(
+                    ErrorCode::UnknownSku,
+                    format!(
+                        "there is no sale for sku {sku}; PUT the sale (name, price_cents, stock, max_per_user) first"
+                    ),
+                )),
+                Err(e) => Err(admin_store_error(e)),
+            };
+        }
+    };
     let observed_at = Instant::now();
     let upserted = store::upsert_sku(&app.pool, &sku, &sale)
         .await
-        .map_err(store_error)?;
+        .map_err(admin_store_error)?;
     let (view, generation) = (upserted.view, upserted.generation);
     let state = SaleState {
         generation,
@@ -66,11 +98,23 @@ pub(crate) async fn put_sku(
         .knowledge()
         .learn_state(&sku, observed_at, Some(state), &app.pool)
         .await;
-    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, "sku sale replaced");
+    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, "sku sale replaced");
     if generation > 1 && view.stock > 0 {
         // A restock reopens the sale everywhere: wait out every process's knowledge of the
         // earlier generation (see the module docs). A new SKU has no earlier generation.
         tokio::time::sleep(LOCAL_TTL).await;
     }
     Ok(Json(view))
+}
+
+/// A store error of the admin PUT: a schedule whose end is not after its start is the admin's
+/// mistake (400, nothing changed).
+fn admin_store_error(e: CatalogueError) -> ApiError {
+    match e {
+        CatalogueError::ScheduleOrder => ApiError::new(
+            ErrorCode::InvalidRequest,
+            "field `ends_at`: must be after starts_at (the stored value counts when the body does not name it)",
+        ),
+        CatalogueError::Store(e) => store_error(e),
+    }
 }

@@ -31,7 +31,7 @@ use crate::{auth, body};
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`bad_signature`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`sold_out`, `purchase_limit` (stored) or `idempotency_in_flight`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`sold_out`, `purchase_limit` (stored) or `idempotency_in_flight`; by the sale's schedule, read with the database's clock (never stored): `not_started` (problem member `starts_at`; `Retry-After` = whole seconds to the start, at least 1), `sale_ended` (`ends_at`), `sale_paused` (`Retry-After: 5`)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),

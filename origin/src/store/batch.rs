@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use shared::{
-    ErrorCode, IdempotencyKey, OrderStatus, Problem, PurchaseRequest, PurchaseResponse, Sku, UserId,
+    Closed, ErrorCode, IdempotencyKey, OrderStatus, Problem, PurchaseRequest, PurchaseResponse,
+    Schedule, Sku, UserId,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -63,6 +64,9 @@ pub enum Decision {
     /// The key bought an order whose stored answer has been purged (older than
     /// `IDEMPOTENCY_RETENTION_HOURS`): the key is spent, 422 whatever the request, nothing stored.
     KeySpent,
+    /// The sale is closed by its schedule at the database's clock (not started, ended, paused):
+    /// nothing decided, nothing stored — the same key is decided once the sale is open.
+    Closed(Closed),
 }
 
 /// What a fresh decision was (the outcome metric's and the audit log's label).
@@ -118,7 +122,11 @@ struct LockedSku {
     fence: i64,
     hold_secs: i32,
     returns: i64,
-    /// The database's clock (the transaction's start), which holds expire by.
+    starts_at: Option<DateTime<Utc>>,
+    ends_at: Option<DateTime<Utc>>,
+    paused: bool,
+    /// The database's clock (the transaction's start), which holds expire by and the schedule is
+    /// read with.
     now: DateTime<Utc>,
 }
 
@@ -129,6 +137,16 @@ impl LockedSku {
             returns: self.returns,
             stock: self.stock,
         }
+    }
+
+    /// Why the sale is closed now by the database's clock, if it is.
+    fn closed(&self) -> Option<Closed> {
+        let schedule = Schedule {
+            starts_at: super::catalogue::timestamp(self.starts_at),
+            ends_at: super::catalogue::timestamp(self.ends_at),
+            paused: self.paused,
+        };
+        schedule.closed_at(self.now.timestamp_millis())
     }
 
     /// When a hold taken now expires: `None` when the SKU has no holds. Whole milliseconds, so
@@ -220,7 +238,8 @@ pub async fn decide_batch(
     let locked = match mode {
         BatchMode::Sell => sqlx::query_as!(
             LockedSku,
-            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, now() AS "now!"
+            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at, ends_at,
+                      paused, now() AS "now!"
                    FROM skus WHERE sku = $1 FOR UPDATE"#,
             sku.as_str(),
         )
@@ -229,7 +248,8 @@ pub async fn decide_batch(
         // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
         BatchMode::UnknownSkuOnly => sqlx::query_as!(
             LockedSku,
-            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, now() AS "now!"
+            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at, ends_at,
+                      paused, now() AS "now!"
                        FROM skus WHERE sku = $1"#,
             sku.as_str(),
         )
@@ -303,6 +323,8 @@ pub async fn decide_batch(
         ),
         None => (OrderStatus::Confirmed, None),
     };
+    // Checked after the replay lookup and before stock and the cap: a closed sale decides nothing.
+    let closed = locked.as_ref().and_then(LockedSku::closed);
     let mut decisions = Vec::with_capacity(attempts.len());
     let mut new_records: Vec<NewRecord> = Vec::new();
     for attempt in attempts {
@@ -330,6 +352,10 @@ pub async fn decide_batch(
                 continue;
             }
             None => {}
+        }
+        if let Some(closed) = closed {
+            decisions.push(Decision::Closed(closed));
+            continue;
         }
         let (answer, outcome, order_id) = match &locked {
             None => {

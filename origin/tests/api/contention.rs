@@ -34,6 +34,7 @@ fn status(d: &Decision) -> String {
         Decision::Replay(a) => format!("replay {}", a.status),
         Decision::KeyReused => "reused".into(),
         Decision::KeySpent => "spent".into(),
+        Decision::Closed(closed) => closed.code().as_str().into(),
     }
 }
 

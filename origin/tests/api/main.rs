@@ -24,6 +24,7 @@ mod reconcile;
 mod redis_nodes;
 mod restock;
 mod rotation;
+mod schedule;
 mod service;
 mod shutdown;
 mod unknown_skus;
