@@ -40,9 +40,28 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use redlock::Redlock;
 
-/// What every handler can reach. Cheap to clone.
+/// What every handler can reach: ONE `Arc`, so a request's `State` extractor clones (and drops)
+/// one pointer, not one per shared part. Reads like the parts it holds ([`SharedState`]).
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    pub fn new(shared: SharedState) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+#[derive(Debug)]
+pub struct SharedState {
     pub pool: PgPool,
     pub purchases: PurchaseService,
     /// Payments, cancellations, refunds and expiries of orders.
@@ -51,15 +70,15 @@ pub struct AppState {
     pub payments: Option<crate::payments::PaymentWebhooks>,
     pub lock: Redlock,
     pub metrics: Arc<Metrics>,
-    pub registry: Arc<Registry>,
+    pub registry: Registry,
     /// Edge signature keys and admin tokens.
-    pub credentials: Arc<Credentials>,
+    pub credentials: Credentials,
     /// Keyed hashes standing for user ids and keys in logs.
     pub pseudonyms: Pseudonyms,
     /// The public reads' share of the database pool.
     pub reads: reads::ReadGate,
     /// `/readyz` probes, one at a time.
-    pub readiness: Arc<health::Readiness>,
+    pub readiness: health::Readiness,
 }
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
