@@ -15,10 +15,7 @@ import re
 import sys
 
 
-def trim(sym):
-    sym = re.sub(r"::h[0-9a-f]{16}$", "", sym)
-    sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
-    # Drop generic arguments, keep the path: `a::b<T>::c` -> `a::b::c`.
+def strip_generics(sym):
     out, depth = [], 0
     for ch in sym:
         if ch == "<":
@@ -28,6 +25,37 @@ def trim(sym):
         elif depth == 0:
             out.append(ch)
     return "".join(out).strip() or sym
+
+
+def trim(sym):
+    sym = re.sub(r"::h[0-9a-f]{16}$", "", sym)
+    sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+    # `<a::B<T> as c::D>::f` -> `a::B::f` (the implementing type, not the trait).
+    if sym.startswith("<"):
+        depth = 0
+        for i, ch in enumerate(sym):
+            if ch == "<":
+                depth += 1
+            elif ch == ">":
+                depth -= 1
+                if depth == 0:
+                    inner, rest = sym[1:i], sym[i + 1 :]
+                    break
+        else:
+            inner, rest = sym, ""
+        d, cut = 0, None
+        for i, ch in enumerate(inner):
+            if ch == "<":
+                d += 1
+            elif ch == ">":
+                d -= 1
+            elif d == 0 and inner.startswith(" as ", i):
+                cut = i
+                break
+        sym = (inner[:cut] if cut is not None else inner) + rest
+    # Drop generic arguments, keep the path: `a::b<T>::c` -> `a::b::c` (names perf cut short
+    # leave unbalanced brackets: cut at the first stray one).
+    return re.split(r"[,>]", strip_generics(sym))[0].strip() or sym
 
 
 def fold(lines):
@@ -47,7 +75,7 @@ def fold(lines):
         if len(parts) < 2:
             continue
         sym = parts[1]
-        sym = re.sub(r"\s+\(.*\)$", "", sym)
+        sym = re.sub(r"\s+\([^()]*\)$", "", sym)
         if sym == "[unknown]":
             continue
         frames.append(trim(sym))
@@ -83,7 +111,7 @@ def svg(stacks, title, width=1600, row=16):
     def walk(node, x, level):
         for name, (n, children) in sorted(node.items()):
             w = n / total * (width - 20)
-            if w >= 0.3:
+            if w >= 3.0:
                 y = height - (level + 2) * row
                 pct = 100.0 * n / total
                 label = html.escape(name)

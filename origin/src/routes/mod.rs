@@ -100,14 +100,15 @@ pub fn api() -> OpenApiRouter<AppState> {
 }
 
 /// The whole router, with the per-request `limits` in front of every route.
+///
+/// The layers are one `tower` stack given to ONE `Router::layer` (outermost first): each
+/// `Router::layer` call boxes every route again, so one call is one boxed service and one boxed
+/// future per request instead of four.
 pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
     let (routes, doc) = api().split_for_parts();
     routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(Extension(ServedDoc::render(&doc)))
-        .layer(middleware::from_fn_with_state(limits, limits::enforce))
-        .layer(middleware::from_fn(no_store))
         .layer(
             tower::ServiceBuilder::new()
                 // Keep the edge's request id (or make one), log under it, echo it back.
@@ -116,7 +117,10 @@ pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
                     let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
                     tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
                 }))
-                .layer(PropagateRequestIdLayer::new(request_id_header())),
+                .layer(PropagateRequestIdLayer::new(request_id_header()))
+                .layer(middleware::from_fn(no_store))
+                .layer(middleware::from_fn_with_state(limits, limits::enforce))
+                .layer(Extension(ServedDoc::render(&doc))),
         )
         .with_state(state)
 }
