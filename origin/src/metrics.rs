@@ -368,33 +368,31 @@ impl Metrics {
     /// hashed label, an allocated `String`) on its first use only; later answers with the same
     /// outcome count through the resolved handle.
     pub fn count_outcome(&self, outcome: &'static str) {
-        self.outcome_handles
-            .inc(
-                |known| std::ptr::eq(*known, outcome) || *known == outcome,
-                || {
-                    let counter = self.purchases.get_or_create(&OutcomeLabels {
-                        outcome: outcome.to_owned(),
-                    });
-                    (outcome, counter.clone())
-                },
-            );
+        self.outcome_handles.inc(
+            |known| std::ptr::eq(*known, outcome) || *known == outcome,
+            || {
+                let counter = self.purchases.get_or_create(&OutcomeLabels {
+                    outcome: outcome.to_owned(),
+                });
+                (outcome, counter.clone())
+            },
+        );
     }
 
     /// Counts a verified edge signature under its scheme and key id (resolved once per scheme
     /// and key, as [`Metrics::count_outcome`]).
     pub fn count_signature(&self, verified: &shared::signing::Verified) {
         let (version, kid) = (verified.version, verified.kid.as_str());
-        self.signature_handles
-            .inc(
-                |(v, k)| *v == version && k == kid,
-                || {
-                    let counter = self.edge_signatures.get_or_create(&SignatureLabels {
-                        scheme: version.as_str().to_owned(),
-                        kid: kid.to_owned(),
-                    });
-                    ((version, kid.to_owned()), counter.clone())
-                },
-            );
+        self.signature_handles.inc(
+            |(v, k)| *v == version && k == kid,
+            || {
+                let counter = self.edge_signatures.get_or_create(&SignatureLabels {
+                    scheme: version.as_str().to_owned(),
+                    kid: kid.to_owned(),
+                });
+                ((version, kid.to_owned()), counter.clone())
+            },
+        );
     }
 }
 
