@@ -18,7 +18,7 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::Context;
 use crate::purchase::PurchaseService;
 use crate::purchase::knowledge::SaleKnowledge;
-use crate::routes::{self, AppState};
+use crate::routes::{self, AppState, SharedState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
 use crate::{server, store, telemetry};
@@ -140,26 +140,26 @@ impl Application {
                 settings.db_acquire_timeout,
             )
         });
-        let state = AppState {
+        let state = AppState::new(SharedState {
             pool,
             purchases,
             orders,
             payments,
             lock,
             metrics,
-            registry: Arc::new(registry),
-            credentials: Arc::new(Credentials {
+            registry,
+            credentials: Credentials {
                 edge_secrets: settings.edge_secrets.clone(),
                 accept_signature_v1: settings.accept_signature_v1,
                 admin_tokens: settings.admin_tokens.clone(),
-            }),
+            },
             pseudonyms,
             reads: routes::reads::ReadGate::new(
                 settings.db_read_max_connections,
                 settings.db_acquire_timeout,
             ),
-            readiness: Arc::default(),
-        };
+            readiness: Default::default(),
+        });
         Ok(Self {
             listener,
             state,

@@ -41,6 +41,9 @@ pub fn require_admin(headers: &HeaderMap, tokens: &BearerTokens) -> Result<(), A
 pub struct EdgeRequest {
     pub user: UserId,
     pub signature: Verified,
+    /// The `Idempotency-Key` header as parsed once for the signature (`None` when absent): the
+    /// route refuses a missing or malformed one after the signature, without parsing it again.
+    pub idempotency_key: Option<Result<shared::IdempotencyKey, shared::DomainError>>,
 }
 
 /// Verifies `Flashgate-Signature` over the request (v2 with the key its `kid` names, or v1
@@ -67,10 +70,13 @@ pub fn verify_edge(
     let raw_key = headers
         .get(headers::IDEMPOTENCY_KEY)
         .map(|v| v.to_str().unwrap_or(""));
-    let key = match raw_key {
-        None => String::new(),
-        Some(raw) => shared::IdempotencyKey::parse(raw)
-            .map_or_else(|_| raw.to_owned(), |k| k.as_str().to_owned()),
+    // Header values that are not visible ASCII (`to_str` fails) never make a valid key, so this
+    // one parse is the route's too.
+    let idempotency_key = raw_key.map(shared::IdempotencyKey::parse);
+    let key = match (&idempotency_key, raw_key) {
+        (Some(Ok(k)), _) => k.as_str(),
+        (_, Some(raw)) => raw,
+        (_, None) => "",
     };
     let header = headers
         .get(headers::SIGNATURE)
@@ -79,7 +85,7 @@ pub fn verify_edge(
         method,
         path,
         user: user.as_str(),
-        idempotency_key: &key,
+        idempotency_key: key,
         body,
     };
     let verifier = Verifier {
@@ -90,5 +96,9 @@ pub fn verify_edge(
         tracing::info!(reason = %e, "refused edge signature");
         bad(&e.to_string())
     })?;
-    Ok(EdgeRequest { user, signature })
+    Ok(EdgeRequest {
+        user,
+        signature,
+        idempotency_key,
+    })
 }

@@ -14,6 +14,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use secrecy::ExposeSecret;
 
+/// `--features mimalloc`: mimalloc as the global allocator (see origin/Cargo.toml).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     version,

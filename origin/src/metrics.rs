@@ -133,6 +133,10 @@ pub struct Metrics {
     pub refund_due: Counter,
     /// Redlock's own metrics (`redlock_*`).
     pub redlock: RedlockMetrics,
+    /// `purchases`' series, resolved once each.
+    outcome_handles: Handles<&'static str>,
+    /// `edge_signatures`' series, resolved once each.
+    signature_handles: Handles<(shared::signing::Version, String)>,
 }
 
 impl Metrics {
@@ -173,6 +177,8 @@ impl Metrics {
             returns: Family::default(),
             refund_due: Counter::default(),
             redlock: RedlockMetrics::register(&mut registry),
+            outcome_handles: Handles::default(),
+            signature_handles: Handles::default(),
         };
         // Every reason's series exists from the start (dashboards and alerts name them).
         for reason in ["expired", "cancelled", "refunded"] {
@@ -358,22 +364,71 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one answer to a purchase request.
-    pub fn count_outcome(&self, outcome: &str) {
-        self.purchases
-            .get_or_create(&OutcomeLabels {
-                outcome: outcome.to_owned(),
-            })
-            .inc();
+    /// Counts one answer to a purchase request. The series is looked up in the family (a
+    /// hashed label, an allocated `String`) on its first use only; later answers with the same
+    /// outcome count through the resolved handle.
+    pub fn count_outcome(&self, outcome: &'static str) {
+        self.outcome_handles.inc(
+            |known| std::ptr::eq(*known, outcome) || *known == outcome,
+            || {
+                let counter = self.purchases.get_or_create(&OutcomeLabels {
+                    outcome: outcome.to_owned(),
+                });
+                (outcome, counter.clone())
+            },
+        );
     }
 
-    /// Counts a verified edge signature under its scheme and key id.
+    /// Counts a verified edge signature under its scheme and key id (resolved once per scheme
+    /// and key, as [`Metrics::count_outcome`]).
     pub fn count_signature(&self, verified: &shared::signing::Verified) {
-        self.edge_signatures
-            .get_or_create(&SignatureLabels {
-                scheme: verified.version.as_str().to_owned(),
-                kid: verified.kid.to_string(),
-            })
-            .inc();
+        let (version, kid) = (verified.version, verified.kid.as_str());
+        self.signature_handles.inc(
+            |(v, k)| *v == version && k == kid,
+            || {
+                let counter = self.edge_signatures.get_or_create(&SignatureLabels {
+                    scheme: version.as_str().to_owned(),
+                    kid: kid.to_owned(),
+                });
+                ((version, kid.to_owned()), counter.clone())
+            },
+        );
+    }
+}
+
+/// Counter handles of a labelled family, each resolved from the family once, on its first use
+/// (so the exported series are exactly those counted), then found by a scan of a few entries
+/// under a read lock: no label hashing, no allocation per count.
+#[derive(Debug)]
+pub(crate) struct Handles<K> {
+    resolved: std::sync::RwLock<Vec<(K, Counter)>>,
+}
+
+impl<K> Default for Handles<K> {
+    fn default() -> Self {
+        Self {
+            resolved: std::sync::RwLock::new(Vec::new()),
+        }
+    }
+}
+
+impl<K> Handles<K> {
+    /// Increments the handle whose key `matches`, resolving it with `resolve` the first time.
+    fn inc(&self, matches: impl Fn(&K) -> bool, resolve: impl FnOnce() -> (K, Counter)) {
+        {
+            let resolved = self.resolved.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, counter)) = resolved.iter().find(|(k, _)| matches(k)) {
+                counter.inc();
+                return;
+            }
+        }
+        let mut resolved = self.resolved.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, counter)) = resolved.iter().find(|(k, _)| matches(k)) {
+            counter.inc();
+            return;
+        }
+        let (key, counter) = resolve();
+        counter.inc();
+        resolved.push((key, counter));
     }
 }

@@ -65,12 +65,14 @@ pub(crate) async fn enforce(
         .into_response();
     }
     let req = req.map(|b| Body::new(DeadlineBody::new(b, limits.body_read_timeout)));
+    // For the log line of a timeout only: a clone of the method and of the URI's shared bytes,
+    // not a copy of the path.
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    let uri = req.uri().clone();
     match tokio::time::timeout(limits.request_timeout, next.run(req)).await {
         Ok(res) => res,
         Err(_elapsed) => {
-            tracing::warn!(%method, %path, timeout = ?limits.request_timeout, "request not answered in time; answering 503");
+            tracing::warn!(%method, path = %uri.path(), timeout = ?limits.request_timeout, "request not answered in time; answering 503");
             ApiError::new(
                 ErrorCode::Unavailable,
                 "the request could not be answered in time; retry after the Retry-After delay",

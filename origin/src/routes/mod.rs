@@ -40,9 +40,28 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::PurchaseService;
 use redlock::Redlock;
 
-/// What every handler can reach. Cheap to clone.
+/// What every handler can reach: ONE `Arc`, so a request's `State` extractor clones (and drops)
+/// one pointer, not one per shared part. Reads like the parts it holds ([`SharedState`]).
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    pub fn new(shared: SharedState) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+#[derive(Debug)]
+pub struct SharedState {
     pub pool: PgPool,
     pub purchases: PurchaseService,
     /// Payments, cancellations, refunds and expiries of orders.
@@ -51,15 +70,15 @@ pub struct AppState {
     pub payments: Option<crate::payments::PaymentWebhooks>,
     pub lock: Redlock,
     pub metrics: Arc<Metrics>,
-    pub registry: Arc<Registry>,
+    pub registry: Registry,
     /// Edge signature keys and admin tokens.
-    pub credentials: Arc<Credentials>,
+    pub credentials: Credentials,
     /// Keyed hashes standing for user ids and keys in logs.
     pub pseudonyms: Pseudonyms,
     /// The public reads' share of the database pool.
     pub reads: reads::ReadGate,
     /// `/readyz` probes, one at a time.
-    pub readiness: Arc<health::Readiness>,
+    pub readiness: health::Readiness,
 }
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
@@ -81,14 +100,15 @@ pub fn api() -> OpenApiRouter<AppState> {
 }
 
 /// The whole router, with the per-request `limits` in front of every route.
+///
+/// The layers are one `tower` stack given to ONE `Router::layer` (outermost first): each
+/// `Router::layer` call boxes every route again, so one call is one boxed service and one boxed
+/// future per request instead of four.
 pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
     let (routes, doc) = api().split_for_parts();
     routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(Extension(ServedDoc::render(&doc)))
-        .layer(middleware::from_fn_with_state(limits, limits::enforce))
-        .layer(middleware::from_fn(no_store))
         .layer(
             tower::ServiceBuilder::new()
                 // Keep the edge's request id (or make one), log under it, echo it back.
@@ -97,7 +117,10 @@ pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
                     let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
                     tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
                 }))
-                .layer(PropagateRequestIdLayer::new(request_id_header())),
+                .layer(PropagateRequestIdLayer::new(request_id_header()))
+                .layer(middleware::from_fn(no_store))
+                .layer(middleware::from_fn_with_state(limits, limits::enforce))
+                .layer(Extension(ServedDoc::render(&doc))),
         )
         .with_state(state)
 }

@@ -7,8 +7,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use shared::headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-use shared::{ErrorCode, IdempotencyKey, PurchaseRequest};
+use shared::headers::IDEMPOTENT_REPLAYED;
+use shared::{ErrorCode, PurchaseRequest};
 
 use super::AppState;
 use crate::problem::{ApiError, problem_response};
@@ -72,35 +72,41 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
     )?;
     app.metrics.count_signature(&signed.signature);
     let user = signed.user;
-    let key = match headers.get(IDEMPOTENCY_KEY) {
+    let key = match signed.idempotency_key {
         None => {
             return Err(ApiError::new(
                 ErrorCode::MissingIdempotencyKey,
                 "the Idempotency-Key header is required",
             ));
         }
-        Some(raw) => IdempotencyKey::parse_bytes(raw.as_bytes())?,
+        Some(parsed) => parsed?,
     };
     let request = PurchaseRequest::from_json(&bytes)?;
-    let sku = request.sku.clone();
-    // From here on the shopper and the key appear in logs only as pseudonyms.
-    let (who, key_ref) = (
-        app.pseudonyms.user(user.as_str()),
-        app.pseudonyms.key(user.as_str(), key.as_str()),
-    );
+    // From here on the shopper and the key appear in logs only as pseudonyms. They (two keyed
+    // hashes) and the SKU's copy are made only when the audit event will be written.
+    let audit = tracing::enabled!(target: "flashgate::audit", tracing::Level::INFO);
+    let audited = audit.then(|| {
+        (
+            request.sku.clone(),
+            app.pseudonyms.user(user.as_str()),
+            app.pseudonyms.key(user.as_str(), key.as_str()),
+        )
+    });
     let answer = app.purchases.submit(Attempt { user, key, request }).await;
     let outcome = answer.outcome();
     app.metrics.count_outcome(outcome);
     let (stored, replayed, decided_by, batch) = match answer {
         Answer::Refused(refusal) => {
             let error = refusal.error();
-            tracing::info!(
-                target: "flashgate::audit",
-                event = "purchase",
-                sku = %sku, user = %who, key = %key_ref,
-                outcome, status = error.code().status(),
-                "purchase not decided"
-            );
+            if let Some((sku, who, key_ref)) = &audited {
+                tracing::info!(
+                    target: "flashgate::audit",
+                    event = "purchase",
+                    sku = %sku, user = %who, key = %key_ref,
+                    outcome, status = error.code().status(),
+                    "purchase not decided"
+                );
+            }
             return Ok(error.into_response());
         }
         Answer::Fresh { answer, batch, .. } => (answer, false, "batch", Some(batch)),
@@ -108,16 +114,18 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         // The label predates the in-process knowledge (it was a Redis mark); kept for log queries.
         Answer::SoldOutKnown(answer) => (answer, false, "sold_out_mark", None),
     };
-    tracing::info!(
-        target: "flashgate::audit",
-        event = "purchase",
-        sku = %sku, user = %who, key = %key_ref,
-        outcome, status = stored.status,
-        decided_by,
-        batch_id = batch.map(|b| tracing::field::display(b.id)),
-        fence = batch.map(|b| b.fence),
-        "purchase decided"
-    );
+    if let Some((sku, who, key_ref)) = &audited {
+        tracing::info!(
+            target: "flashgate::audit",
+            event = "purchase",
+            sku = %sku, user = %who, key = %key_ref,
+            outcome, status = stored.status,
+            decided_by,
+            batch_id = batch.map(|b| tracing::field::display(b.id)),
+            fence = batch.map(|b| b.fence),
+            "purchase decided"
+        );
+    }
     let mut res = if stored.status == 201 {
         let mut res = (StatusCode::CREATED, stored.body).into_response();
         res.headers_mut().insert(
