@@ -330,7 +330,8 @@ export class Stack {
   }
 }
 
-async function response(r) {
+/** Reads an answer once: its status, headers, text and JSON (when the body is JSON). */
+export async function response(r) {
   const text = await r.text();
   let json;
   try {

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Stack, assertProblem, tokenFor, unique } from "./harness.mjs";
+import { Stack, assertProblem, response, tokenFor, unique } from "./harness.mjs";
 
 let stack;
 before(async () => {
@@ -16,15 +16,7 @@ after(async () => stack?.stop());
 const cookie = (token) => ({ cookie: `theme=dark; flashgate_session=${token}` });
 
 async function post(path, headers, body) {
-  const r = await fetch(`${stack.edgeUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
-  const text = await r.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.status, headers: r.headers, text, json };
+  return response(await fetch(`${stack.edgeUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body }));
 }
 
 test("the session cookie with X-Flashgate-CSRF buys, and reads and cancels the shopper's order", async () => {
