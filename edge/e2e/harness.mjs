@@ -13,6 +13,10 @@ import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+/** The built worker (its directory, with the [build]-less wrangler.toml) and the origin binary;
+ * the edge benchmark (bench/edge/cost.mjs) points them elsewhere to compare two builds. */
+const EDGE_BUILD = resolve(ROOT, process.env.E2E_EDGE_BUILD ?? "edge/build");
+const ORIGIN_BIN = resolve(ROOT, process.env.E2E_ORIGIN_BIN ?? "target/debug/origin");
 
 export const SESSION_SECRET = "e2e-session-secret-0123456789";
 export const EDGE_SHARED_SECRET = "e2e-edge-shared-secret-0123456789";
@@ -103,8 +107,8 @@ async function stopGroup(child) {
 export class Stack {
   /** Starts the stack; `edgeOverrides` are extra vars of the suite's edge (e.g. a short SKU_CACHE_TTL_SECS). */
   async start(edgeOverrides = {}) {
-    for (const built of ["edge/build/wrangler.toml", "edge/build/index_bg.wasm", "target/debug/origin"]) {
-      if (!existsSync(join(ROOT, built))) {
+    for (const built of [join(EDGE_BUILD, "wrangler.toml"), join(EDGE_BUILD, "index_bg.wasm"), ORIGIN_BIN]) {
+      if (!existsSync(built)) {
         throw new Error(`${built} missing: build first (scripts/test-edge.sh builds everything)`);
       }
     }
@@ -145,7 +149,7 @@ export class Stack {
     };
     const args = [
       "dev",
-      "--config", join(ROOT, "edge/build/wrangler.toml"),
+      "--config", join(EDGE_BUILD, "wrangler.toml"),
       "--ip", "127.0.0.1",
       "--port", String(port),
       "--inspector-port", String(inspectorPort),
@@ -171,7 +175,7 @@ export class Stack {
    */
   async startOrigin(overrides = {}) {
     this.origin = startGroup(
-      join(ROOT, "target/debug/origin"),
+      ORIGIN_BIN,
       [],
       {
         DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${this.db}`,
