@@ -2,10 +2,10 @@
 //! origin's answer (pass it on, store it, learn sold-out facts from it, or turn a failure into a
 //! 503 the shopper may retry).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use shared::ErrorCode;
 use shared::SecretRing;
-use shared::headers::{IDEMPOTENCY_KEY, REQUEST_ID, SIGNATURE, USER};
+use shared::headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, REQUEST_ID, SIGNATURE, USER};
 use shared::signing::{SignedParts, sign};
 
 use crate::purchase::Purchase;
@@ -105,6 +105,80 @@ pub fn unavailable() -> Reply {
     )
 }
 
+/// What the origin's answer to a forwarded purchase comes to, as the user's Durable Object hands
+/// it back to the worker: the status and body the shopper gets (and `finish` stores or releases
+/// the key with), whether the origin replayed it, and the `Retry-After` to pass on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forwarded {
+    pub status: u16,
+    pub body: String,
+    /// The origin replayed a stored outcome (`Idempotent-Replayed: true`).
+    #[serde(default)]
+    pub replayed: bool,
+    /// `Retry-After` of the reply: the origin's on a `not_started` / `sale_paused`, or the 503's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+/// The origin's raw answer to a forwarded purchase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OriginAnswer<'a> {
+    pub status: u16,
+    pub body: &'a [u8],
+    /// Its `Retry-After`, if any.
+    pub retry_after: Option<&'a str>,
+    pub replayed: bool,
+}
+
+impl Forwarded {
+    /// What `answer` comes to ([`classify`]); `None`: no answer (down, or past the deadline).
+    pub fn from_origin(answer: Option<OriginAnswer<'_>>) -> Self {
+        let Some(a) = answer else {
+            return Self::unavailable(&unavailable());
+        };
+        match classify(a.status, a.body, a.retry_after, a.replayed) {
+            Outcome::Answer {
+                status,
+                body,
+                replayed,
+            } => {
+                let retry_after = crate::schedule::origin_retry_after(status, &body, a.retry_after);
+                Self {
+                    status,
+                    body,
+                    replayed,
+                    retry_after,
+                }
+            }
+            Outcome::Unavailable(reply) => Self::unavailable(&reply),
+        }
+    }
+
+    fn unavailable(reply: &Reply) -> Self {
+        Self {
+            status: reply.status,
+            body: reply.body.clone(),
+            replayed: false,
+            retry_after: reply.header("retry-after").and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// The reply to the shopper: the origin's status and body byte for byte (a 503 `unavailable`
+    /// when it could not decide), with `Idempotent-Replayed` and `Retry-After` as it sent them.
+    pub fn reply(&self) -> Reply {
+        let reply = Reply::stored(self.status, self.body.clone());
+        let reply = if self.replayed {
+            reply.with_header(IDEMPOTENT_REPLAYED, "true")
+        } else {
+            reply
+        };
+        match self.retry_after {
+            Some(secs) => reply.with_header("retry-after", secs.to_string()),
+            None => reply,
+        }
+    }
+}
+
 /// An origin answer to a forwarded purchase, with what the shield needs to know about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered<'a> {
@@ -133,7 +207,10 @@ struct Remaining {
 /// raised may have been decided before that restock or return: neither changes the bound. A 201
 /// whose `remaining` is above the bound raises it (units came back; see `crate::shield`). The 201
 /// body is read tolerantly: only `remaining` matters, and the fields a hold adds (`status`,
-/// `expires_at`) or any later one are ignored here and relayed and stored byte for byte.
+/// `expires_at`) or any later one are ignored here and relayed and stored byte for byte. A bound
+/// lowered but still at or above `Quantity::MAX` is not worth writing: it refuses nothing more
+/// ([`SkuFacts::only_lowered_above_any_qty`]), which spares the hot purchase path of a sale with
+/// plenty of stock a Cache API read and write.
 pub fn learn(facts: SkuFacts, answer: &Answered<'_>) -> Option<SkuFacts> {
     if answer.replayed {
         return None;
@@ -158,7 +235,7 @@ pub fn learn(facts: SkuFacts, answer: &Answered<'_>) -> Option<SkuFacts> {
         }
         _ => return None,
     };
-    Some(learned).filter(|f| *f != facts)
+    Some(learned).filter(|f| *f != facts && !f.only_lowered_above_any_qty(&facts))
 }
 
 #[cfg(test)]
@@ -384,5 +461,127 @@ mod tests {
                 "{status}"
             );
         }
+    }
+
+    #[test]
+    fn what_the_durable_object_hands_back_replies_like_the_origin_answered() {
+        let created = r#"{"order_id":"o","status":"held","remaining":3}"#;
+        let answer = |status: u16, body: &str, retry_after: Option<&str>, replayed: bool| {
+            Forwarded::from_origin(Some(OriginAnswer {
+                status,
+                body: body.as_bytes(),
+                retry_after,
+                replayed,
+            }))
+        };
+        // A 201, byte for byte; replayed by the origin: marked so.
+        let first = answer(201, created, None, false);
+        let reply = first.reply();
+        assert_eq!((reply.status, reply.body.as_str()), (201, created));
+        assert_eq!(reply.header(IDEMPOTENT_REPLAYED), None);
+        let again = answer(201, created, None, true).reply();
+        assert_eq!(again.header(IDEMPOTENT_REPLAYED), Some("true"));
+        assert_eq!(again.header("content-type"), Some(crate::reply::JSON));
+        // A paused sale: its Retry-After is passed on; a sold-out one has none to pass.
+        let paused = Problem::new(ErrorCode::SalePaused, "paused").to_json();
+        let reply = answer(409, &paused, Some("5"), false).reply();
+        assert_eq!(
+            (reply.status, reply.header("retry-after")),
+            (409, Some("5"))
+        );
+        let sold = Problem::new(ErrorCode::SoldOut, "gone").to_json();
+        assert_eq!(
+            answer(409, &sold, Some("5"), false)
+                .reply()
+                .header("retry-after"),
+            None
+        );
+        // No answer, a 5xx or keys out of step: 503 + Retry-After, as a problem.
+        for forwarded in [
+            Forwarded::from_origin(None),
+            answer(500, "boom", None, false),
+            answer(401, "{}", None, false),
+            answer(503, "{}", Some("7"), false),
+        ] {
+            let reply = forwarded.reply();
+            assert_eq!(reply.status, 503, "{forwarded:?}");
+            assert_eq!(reply.code(), Some(ErrorCode::Unavailable));
+            assert_eq!(
+                reply.header("content-type"),
+                Some(shared::headers::PROBLEM_JSON)
+            );
+            assert!(reply.header("retry-after").is_some(), "{forwarded:?}");
+            // It crosses the Durable Object boundary as JSON unchanged.
+            let text = serde_json::to_string(&forwarded).expect("json");
+            assert_eq!(
+                serde_json::from_str::<Forwarded>(&text).ok(),
+                Some(forwarded)
+            );
+        }
+        assert_eq!(
+            answer(503, "{}", Some("7"), false)
+                .reply()
+                .header("retry-after"),
+            Some("7")
+        );
+    }
+
+    #[test]
+    fn a_lower_bound_that_still_admits_any_quantity_is_not_worth_a_write() {
+        let facts = |bound| SkuFacts {
+            stock_bound: Some(bound),
+            max_per_user: Some(5),
+            raised_ms: Some(1_000),
+            viewed_ms: Some(1_000),
+            schedule: None,
+        };
+        let created = |remaining: i64| format!(r#"{{"order_id":"o","remaining":{remaining}}}"#);
+        let learned = |bound, remaining| {
+            let body = created(remaining);
+            learn(
+                facts(bound),
+                &Answered {
+                    qty: 1,
+                    status: 201,
+                    body: &body,
+                    replayed: false,
+                    sent_ms: 2_000,
+                    arrived_ms: 3_000,
+                },
+            )
+            .map(|f| (f.stock_bound, f.raised_ms))
+        };
+        let max = i64::from(shared::Quantity::MAX);
+        // Plenty left: nothing the shield answers changes, nothing is written.
+        assert_eq!(learned(1_000_000, 999_999), None);
+        assert_eq!(learned(max + 50, max), None);
+        // Below the largest quantity, every lowering is written.
+        assert_eq!(
+            learned(max + 50, max - 1),
+            Some((Some(max - 1), Some(1_000)))
+        );
+        assert_eq!(
+            learned(max - 1, max - 2),
+            Some((Some(max - 2), Some(1_000)))
+        );
+        // A raise (units came back) is always written, with its instant.
+        assert_eq!(
+            learned(max + 50, max + 60),
+            Some((Some(max + 60), Some(3_000)))
+        );
+        // No bound known yet: the first answer sets it.
+        let body = created(5_000);
+        let first = learn(
+            SkuFacts::default(),
+            &Answered {
+                qty: 1,
+                status: 201,
+                body: &body,
+                replayed: false,
+                sent_ms: 2_000,
+                arrived_ms: 3_000,
+            },
+        );
+        assert_eq!(first.and_then(|f| f.stock_bound), Some(5_000));
     }
 }

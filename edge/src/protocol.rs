@@ -1,17 +1,20 @@
 //! The messages between the fetch handler and a user's Durable Object (JSON over the stub's
-//! `fetch`). A purchase attempt makes at most two calls: `begin` (rate limit, idempotency lookup,
-//! shields, claim the key) and, if the origin was asked, `finish` (store or release the key). An
-//! order request (`crate::orders`) makes `limit` (its own rate-limit bucket) and, after a
-//! cancellation the origin confirmed, `returned` (the units go back to the user's count).
+//! `fetch`). A purchase attempt makes **one** call, `purchase` ([`PurchaseRequest`]): inside it the
+//! object runs `begin` (rate limit, idempotency lookup, shields, claim the key — no `.await`
+//! before the key is claimed), then, for a claimed attempt, sends the worker's signed call to the
+//! origin itself and runs `finish` with the answer (store or release the key), and hands back
+//! the verdict and the origin's answer ([`PurchaseReply`]). [`BeginRequest`] / [`FinishRequest`]
+//! are the inputs of those two steps (`crate::gate`). An order request (`crate::orders`) makes
+//! `limit` (its own rate-limit bucket) and, after a cancellation the origin confirmed, `returned`
+//! (the units go back to the user's count).
 
 use serde::{Deserialize, Serialize};
 
+use crate::forward::Forwarded;
 use crate::shield::SkuFacts;
 
-/// Path of the `begin` call on the Durable Object.
-pub const BEGIN_PATH: &str = "/begin";
-/// Path of the `finish` call on the Durable Object.
-pub const FINISH_PATH: &str = "/finish";
+/// Path of the `purchase` call on the Durable Object.
+pub const PURCHASE_PATH: &str = "/purchase";
 /// Path of the `limit` call on the Durable Object.
 pub const LIMIT_PATH: &str = "/limit";
 /// Path of the `returned` call on the Durable Object.
@@ -82,11 +85,41 @@ pub enum Verdict {
     Answered { status: u16, body: String },
 }
 
-/// The answer to `begin`.
+/// The outcome of `begin`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BeginReply {
     pub rate: RateOutcome,
     pub verdict: Verdict,
+}
+
+/// The origin call of a purchase, signed by the worker ([`crate::forward::origin_headers`]); the
+/// Durable Object sends it only for an attempt whose key it claimed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginCall {
+    /// `ORIGIN_URL` + `/v1/purchases`.
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// The canonical `{"sku":…,"qty":…}` that was signed.
+    pub body: String,
+    /// `ORIGIN_TIMEOUT_MS`: past it, the attempt is answered 503 and its key released.
+    pub timeout_ms: u32,
+}
+
+/// `purchase`: `begin`, and for a claimed attempt the origin call and `finish`, in one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurchaseRequest {
+    pub begin: BeginRequest,
+    pub origin: OriginCall,
+}
+
+/// The answer to `purchase`: `begin`'s verdict, and for [`Verdict::Proceed`] what the origin
+/// answered (`forwarded`, absent otherwise).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurchaseReply {
+    pub rate: RateOutcome,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded: Option<Forwarded>,
 }
 
 /// `finish`: the origin answered `status`/`body` to attempt `attempt` (or could not be had, in
@@ -101,7 +134,7 @@ pub struct FinishRequest {
     pub body: String,
 }
 
-/// The answer to `finish`.
+/// The outcome of `finish`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FinishReply {
     /// Whether the answer is now stored with the key (false: released, or superseded).

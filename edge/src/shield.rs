@@ -19,6 +19,9 @@
 //!   raise saw, so it says nothing about the current sale. Replayed origin answers
 //!   (`Idempotent-Replayed: true`) never lower (nor raise) it: they repeat a decision of the past
 //!   (`crate::forward::learn`).
+//!   A lowering that leaves the bound at or above `Quantity::MAX` (the most a purchase may ask
+//!   for) is not written: such a bound refuses nothing, before or after, so a sale with plenty of
+//!   stock costs its purchases no Cache API write ([`SkuFacts::only_lowered_above_any_qty`]).
 //!
 //! A request for more units than the bound is answered 409 `sold_out` without an origin call —
 //! but only while the bound is **fresh**: confirmed by an origin view less than
@@ -36,7 +39,7 @@
 //! a bound that is too high only costs origin calls.
 
 use serde::{Deserialize, Serialize};
-use shared::{ErrorCode, Schedule, SkuView};
+use shared::{ErrorCode, Quantity, Schedule, SkuView};
 
 /// What the edge knows about one SKU's sale.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,6 +171,25 @@ impl SkuFacts {
             stock_bound: Some(lower(self.stock_bound, remaining)),
             ..self
         }
+    }
+}
+
+impl SkuFacts {
+    /// Whether these facts, learned from an origin answer, differ from `before` only by a lower
+    /// bound that still admits every quantity a purchase may ask for ([`Quantity::MAX`]), as
+    /// `before` did: no answer of the shield could change, so the purchase path does not spend a
+    /// Cache API read and write on it (`crate::forward::learn`). A raise, a new cap or schedule,
+    /// and any bound below `Quantity::MAX` are always written.
+    pub fn only_lowered_above_any_qty(&self, before: &SkuFacts) -> bool {
+        let admits_any_qty =
+            |bound: Option<i64>| bound.is_some_and(|b| b >= i64::from(Quantity::MAX));
+        admits_any_qty(self.stock_bound)
+            && admits_any_qty(before.stock_bound)
+            && self.stock_bound <= before.stock_bound
+            && Self {
+                stock_bound: before.stock_bound,
+                ..*self
+            } == *before
     }
 }
 

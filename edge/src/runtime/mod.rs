@@ -3,7 +3,8 @@
 //! responses. Nothing here decides anything a native test could not check in the policy modules.
 //!
 //! - [`entry`]: the `fetch` event and the route dispatch;
-//! - [`purchase`]: `POST /v1/purchases` — stateless checks, the user's gate, the signed forward;
+//! - [`purchase`]: `POST /v1/purchases` — stateless checks, then one call to the user's gate, which
+//!   sends the signed forward for a claimed key;
 //! - [`orders`]: `GET /v1/orders/{id}` and `POST /v1/orders/{id}/cancel` — token, the user's
 //!   `order` bucket, the signed forward;
 //! - [`skus`]: `GET /v1/skus/{sku}` and `GET /warmup`, over the Cache API;

@@ -1,27 +1,30 @@
 //! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
-//! the SKU's shield facts (refreshed from the origin's view first when a refusing bound or
-//! schedule is older than `SKU_CACHE_TTL_SECS`), the schedule (`not_started` / `sale_paused`
-//! answered here, [`crate::schedule`]), then the user's gate (rate limit, idempotency, shields), then — only for a claimed attempt —
-//! the signed call to the origin, whose answer is stored or released with the key and teaches the
-//! shield (unless it is a replay, or answers a request sent before the shield's last raise).
+//! the SKU's shield facts (one Cache API read; refreshed from the origin's view first when a
+//! refusing bound or schedule is older than `SKU_CACHE_TTL_SECS`), the schedule (`not_started` /
+//! `sale_paused` answered here, [`crate::schedule`]), then ONE call to the user's gate: rate
+//! limit, idempotency, shields, and — only for an attempt whose key it claimed — the signed call
+//! to the origin (signed here, sent by the object), whose answer the object stores or releases
+//! with the key before handing it back. The answer then teaches the shield (unless it is a
+//! replay, or answers a request sent before the shield's last raise; the facts are read again and
+//! written only when there is something to learn).
 
 use futures_util::StreamExt;
 use shared::ErrorCode;
-use shared::headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-use worker::{ByteStream, Context, Env, Method, Request};
+use shared::headers::IDEMPOTENCY_KEY;
+use worker::{ByteStream, Context, Env, Request};
 
 use crate::cache_policy::facts_key;
 use crate::config::Settings;
-use crate::forward::{self, Outcome};
-use crate::protocol::{BeginRequest, FinishRequest, Verdict};
+use crate::forward::{self, Forwarded};
+use crate::protocol::{BeginRequest, OriginCall, PurchaseRequest, Verdict};
 use crate::purchase::{self, CappedBody, Incoming, Purchase};
 use crate::ratelimit_fields;
 use crate::reply::Reply;
 use crate::request_id::RequestId;
 use crate::schedule::{self, Local};
+use crate::shield::SkuFacts;
 
 use super::http::{SessionParts, base_url, header, now_ms};
-use super::origin;
 use super::sku_cache;
 use super::skus;
 use super::user_gate::UserGateClient;
@@ -106,32 +109,55 @@ pub(crate) async fn handle(
         count_ttl_ms: ttl_ms,
         schedule_margin_ms: margin_ms,
     };
-    let decided = match gate.begin(&begin).await {
+    // Signed here (the secrets stay with the worker), sent by the object only if it claims the key.
+    let origin = OriginCall {
+        url: format!("{}{}", settings.origin_url, forward::PURCHASE_PATH),
+        headers: forward::origin_headers(
+            &settings.edge_shared_secrets,
+            now_ms() / 1_000,
+            &purchase,
+            request_id,
+        )
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect(),
+        body: purchase.body.clone(),
+        timeout_ms: settings.origin_timeout_ms,
+    };
+    // Taken before the object sends the origin call: an earlier `sent_ms` only makes the shield
+    // stricter about which answers may lower its bound (`SkuFacts::lowered_by`).
+    let sent_ms = now_ms();
+    let decided = match gate.purchase(&PurchaseRequest { begin, origin }).await {
         Ok(decided) => decided,
         Err(e) => {
             // Includes Durable Object `overloaded` errors.
-            worker::console_warn!("user gate begin failed: {e}");
+            worker::console_warn!("user gate purchase failed: {e}");
             return Reply::unavailable("per-user state is unavailable, retry later", 1);
         }
     };
 
-    let reply = match decided.verdict {
-        Verdict::Limited => Reply::problem(
+    let reply = match (decided.verdict, decided.forwarded) {
+        (Verdict::Limited, _) => Reply::problem(
             ErrorCode::RateLimited,
             "too many purchase attempts; retry after the indicated time",
         ),
-        Verdict::Replay { status, body } => Reply::replay(status, body),
-        Verdict::InFlight => Reply::problem(
+        (Verdict::Replay { status, body }, _) => Reply::replay(status, body),
+        (Verdict::InFlight, _) => Reply::problem(
             ErrorCode::IdempotencyInFlight,
             "a request with this Idempotency-Key is still being processed",
         ),
-        Verdict::Reused => Reply::problem(
+        (Verdict::Reused, _) => Reply::problem(
             ErrorCode::IdempotencyKeyReused,
             "this Idempotency-Key was already used with a different request",
         ),
-        Verdict::Answered { status, body } => Reply::stored(status, body),
-        Verdict::Proceed { attempt } => {
-            forward_to_origin(settings, &gate, &purchase, attempt, &facts_key, request_id).await
+        (Verdict::Answered { status, body }, _) => Reply::stored(status, body),
+        (Verdict::Proceed { .. }, Some(forwarded)) => {
+            learn(settings, &facts_key, facts, &purchase, &forwarded, sent_ms).await;
+            forwarded.reply()
+        }
+        (Verdict::Proceed { .. }, None) => {
+            worker::console_error!("user gate claimed a purchase without an origin answer");
+            return Reply::unavailable("per-user state is unavailable, retry later", 1);
         }
     };
     ratelimit_fields::headers(&settings.rate_limit, &decided.rate)
@@ -139,6 +165,36 @@ pub(crate) async fn handle(
         .fold(reply, |reply, (name, value)| {
             reply.with_header(&name, value)
         })
+}
+
+/// Teaches the SKU's facts what the origin's answer says about its stock or schedule
+/// ([`forward::learn`]). The facts read before the call decide whether there is anything to
+/// learn; only then are they read again just before writing, to narrow the window in which a
+/// concurrent writer's facts (a lower bound, or a warmup's raise) could be overwritten: the Cache
+/// API has no compare-and-set (see `crate::shield`).
+async fn learn(
+    settings: &Settings,
+    facts_key: &str,
+    facts: SkuFacts,
+    purchase: &Purchase,
+    forwarded: &Forwarded,
+    sent_ms: i64,
+) {
+    let answered = |arrived_ms| forward::Answered {
+        qty: purchase.request.qty.get(),
+        status: forwarded.status,
+        body: &forwarded.body,
+        replayed: forwarded.replayed,
+        sent_ms,
+        arrived_ms,
+    };
+    if forward::learn(facts, &answered(now_ms())).is_none() {
+        return;
+    }
+    let current = sku_cache::get_facts(facts_key).await;
+    if let Some(learned) = forward::learn(current, &answered(now_ms())) {
+        sku_cache::put_facts(facts_key, &learned, settings.sku_facts_ttl_secs).await;
+    }
 }
 
 /// The outcome of reading a purchase body under its cap.
@@ -189,98 +245,4 @@ fn unreadable() -> Reply {
         ErrorCode::InvalidRequest,
         "the request body could not be read",
     )
-}
-
-/// Asks the origin, then finishes the attempt with its answer (stored, or released for a retry).
-async fn forward_to_origin(
-    settings: &Settings,
-    gate: &UserGateClient,
-    purchase: &Purchase,
-    attempt: i64,
-    facts_key: &str,
-    request_id: &RequestId,
-) -> Reply {
-    let url = format!("{}{}", settings.origin_url, forward::PURCHASE_PATH);
-    let sent_ms = now_ms();
-    let headers = forward::origin_headers(
-        &settings.edge_shared_secrets,
-        now_ms() / 1_000,
-        purchase,
-        request_id,
-    );
-    // The origin's `Retry-After` on a `not_started` / `sale_paused`, passed on.
-    let mut retry_after = None;
-    let outcome = match origin::send(
-        Method::Post,
-        &url,
-        &headers,
-        Some(&purchase.body),
-        settings.origin_timeout_ms,
-    )
-    .await
-    {
-        Ok(r) => {
-            let outcome =
-                forward::classify(r.status, &r.body, r.retry_after.as_deref(), r.replayed);
-            retry_after = std::str::from_utf8(&r.body).ok().and_then(|body| {
-                schedule::origin_retry_after(r.status, body, r.retry_after.as_deref())
-            });
-            outcome
-        }
-        Err(e) => {
-            worker::console_warn!("purchase forward: {e}");
-            Outcome::Unavailable(forward::unavailable())
-        }
-    };
-    let (status, body, replayed, reply) = match outcome {
-        Outcome::Answer {
-            status,
-            body,
-            replayed,
-        } => {
-            let reply = Reply::stored(status, body.clone());
-            let reply = if replayed {
-                reply.with_header(IDEMPOTENT_REPLAYED, "true")
-            } else {
-                reply
-            };
-            let reply = match retry_after {
-                Some(secs) => reply.with_header("retry-after", secs.to_string()),
-                None => reply,
-            };
-            (status, body, replayed, reply)
-        }
-        Outcome::Unavailable(reply) => (reply.status, reply.body.clone(), false, reply),
-    };
-
-    let finish = FinishRequest {
-        key: purchase.key.to_string(),
-        attempt,
-        sku: purchase.request.sku.to_string(),
-        qty: purchase.request.qty.get(),
-        status,
-        body: body.clone(),
-    };
-    if let Err(e) = gate.finish(&finish).await {
-        // The answer still goes out. The key stays in flight until the timeout; a retry then
-        // reaches the origin, which replays its stored outcome.
-        worker::console_warn!("user gate finish failed: {e}");
-    }
-
-    // Re-read just before writing, to narrow the window in which a concurrent writer's facts (a
-    // lower bound, or a warmup's raise) could be overwritten: the Cache API has no
-    // compare-and-set (see `crate::shield`).
-    let facts = sku_cache::get_facts(facts_key).await;
-    let answered = forward::Answered {
-        qty: purchase.request.qty.get(),
-        status,
-        body: &body,
-        replayed,
-        sent_ms,
-        arrived_ms: now_ms(),
-    };
-    if let Some(learned) = forward::learn(facts, &answered) {
-        sku_cache::put_facts(facts_key, &learned, settings.sku_facts_ttl_secs).await;
-    }
-    reply
 }

@@ -1,11 +1,13 @@
 //! `UserGate`: one SQLite-backed Durable Object per shopper (named by the user id), holding that
 //! user's GCRA state (the purchase bucket, and the `order` bucket of `crate::orders`), idempotency
 //! records, units bought per SKU (with when the origin last confirmed the count) and the orders
-//! whose cancellation gave units back. A Durable Object runs one
-//! event at a time, and `begin`/`finish` read, decide ([`crate::gate`]) and write without an
-//! `.await` in between, so each call is atomic for the user: the rate limit is exact and two
-//! requests with the same key cannot both be forwarded. There is no global object: load spreads
-//! with the users.
+//! whose cancellation gave units back. A purchase attempt is one call, `purchase`: the object
+//! runs `begin` (read, decide with [`crate::gate`], write — no `.await` in between, so it is
+//! atomic for the user: the rate limit is exact and the key is claimed in flight before anything
+//! else can run), then, for a claimed attempt, sends the worker's signed call to the origin with
+//! its deadline (other requests of the user are served meanwhile, and a second one with the same
+//! key finds it in flight: 409), then `finish` (atomic too) stores or releases the key with the
+//! answer, which goes back to the worker. There is no global object: load spreads with the users.
 //!
 //! Completed records (and returned-order marks) are purged by an alarm once older than
 //! `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
@@ -22,15 +24,18 @@ use worker::{
 };
 
 use crate::config::{Settings, defaults};
+use crate::forward::{Forwarded, OriginAnswer};
 use crate::gate::{self, Effects, RecordChange, Snapshot};
 use crate::gcra::Policy;
 use crate::idempotency::{Record, State as RecordState};
 use crate::protocol::{
-    BEGIN_PATH, BeginReply, BeginRequest, FINISH_PATH, FinishReply, FinishRequest, LIMIT_PATH,
-    LimitRequest, RETURNED_PATH, RateOutcome, ReturnedReply, ReturnedRequest,
+    BeginReply, BeginRequest, FinishReply, FinishRequest, LIMIT_PATH, LimitRequest, PURCHASE_PATH,
+    PurchaseReply, PurchaseRequest, RETURNED_PATH, RateOutcome, ReturnedReply, ReturnedRequest,
+    Verdict,
 };
 
 use super::http::now_ms;
+use super::origin;
 
 /// The binding name of the namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "USER_GATE";
@@ -79,6 +84,9 @@ pub struct UserGate {
     env: Env,
     /// Whether `SCHEMA` ran in this instance (a `Cell`: methods take `&self`).
     schema_ready: Cell<bool>,
+    /// Whether this instance saw the purge alarm set (by itself or before it): then a stored
+    /// record needs no storage call to check it. Cleared when the alarm runs.
+    alarm_armed: Cell<bool>,
 }
 
 impl std::fmt::Debug for UserGate {
@@ -95,6 +103,7 @@ impl DurableObject for UserGate {
             state,
             env,
             schema_ready: Cell::new(false),
+            alarm_armed: Cell::new(false),
         }
     }
 
@@ -104,25 +113,11 @@ impl DurableObject for UserGate {
             return Response::error("method not allowed", 405);
         }
         match path.as_str() {
-            BEGIN_PATH => {
-                let Ok(input) = req.json::<BeginRequest>().await else {
-                    return Response::error("bad begin", 400);
+            PURCHASE_PATH => {
+                let Ok(input) = req.json::<PurchaseRequest>().await else {
+                    return Response::error("bad purchase", 400);
                 };
-                let (reply, stored) = self.begin(&input)?;
-                if stored {
-                    self.arm_alarm().await;
-                }
-                Response::from_json(&reply)
-            }
-            FINISH_PATH => {
-                let Ok(input) = req.json::<FinishRequest>().await else {
-                    return Response::error("bad finish", 400);
-                };
-                let (reply, stored) = self.finish(&input)?;
-                if stored {
-                    self.arm_alarm().await;
-                }
-                Response::from_json(&reply)
+                Response::from_json(&self.purchase(input).await?)
             }
             LIMIT_PATH => {
                 let Ok(input) = req.json::<LimitRequest>().await else {
@@ -145,6 +140,7 @@ impl DurableObject for UserGate {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
+        self.alarm_armed.set(false);
         let sql = self.sql()?;
         let retention_ms = i64::from(self.retention_secs()) * 1_000;
         let now = now_ms();
@@ -175,6 +171,7 @@ impl DurableObject for UserGate {
                 .storage()
                 .set_alarm(at.saturating_sub(now).max(1_000))
                 .await?;
+            self.alarm_armed.set(true);
         }
         Response::ok("purged")
     }
@@ -259,6 +256,68 @@ impl UserGate {
                 updated_ms: r.updated_ms,
             }
         }))
+    }
+
+    /// `purchase`: `begin`; for a claimed attempt, the origin call and `finish` with its answer.
+    /// `begin` claims the key (in flight) before the first `.await`, so a concurrent request with
+    /// the same key, delivered while the origin call is out, finds it in flight (409); `finish`
+    /// runs without an `.await` too, and ignores an attempt that was taken over meanwhile.
+    async fn purchase(&self, input: PurchaseRequest) -> worker::Result<PurchaseReply> {
+        let (BeginReply { rate, verdict }, _) = self.begin(&input.begin)?;
+        let Verdict::Proceed { attempt } = verdict else {
+            return Ok(PurchaseReply {
+                rate,
+                verdict,
+                forwarded: None,
+            });
+        };
+        let call = &input.origin;
+        let headers: Vec<(&str, String)> = call
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .collect();
+        let answer = origin::send(
+            Method::Post,
+            &call.url,
+            &headers,
+            Some(&call.body),
+            call.timeout_ms,
+        )
+        .await;
+        let forwarded = match &answer {
+            Ok(r) => Forwarded::from_origin(Some(OriginAnswer {
+                status: r.status,
+                body: &r.body,
+                retry_after: r.retry_after.as_deref(),
+                replayed: r.replayed,
+            })),
+            Err(e) => {
+                worker::console_warn!("purchase forward: {e}");
+                Forwarded::from_origin(None)
+            }
+        };
+        let begin = input.begin;
+        let finish = FinishRequest {
+            key: begin.key,
+            attempt,
+            sku: begin.sku,
+            qty: begin.qty,
+            status: forwarded.status,
+            body: forwarded.body.clone(),
+        };
+        match self.finish(&finish) {
+            Ok((_, true)) => self.arm_alarm().await,
+            Ok((_, false)) => {}
+            // The answer still goes out. The key stays in flight until the timeout; a retry then
+            // reaches the origin, which replays its stored outcome.
+            Err(e) => worker::console_warn!("user gate finish failed: {e}"),
+        }
+        Ok(PurchaseReply {
+            rate,
+            verdict: Verdict::Proceed { attempt },
+            forwarded: Some(forwarded),
+        })
     }
 
     /// `begin`, synchronously; returns the reply and whether a completed record was stored.
@@ -421,6 +480,9 @@ impl UserGate {
 
     /// Makes sure a purge is scheduled (one alarm at a time; `alarm` re-arms itself).
     async fn arm_alarm(&self) {
+        if self.alarm_armed.get() {
+            return;
+        }
         let storage = self.state.storage();
         let armed = async {
             if storage.get_alarm().await?.is_none() {
@@ -432,9 +494,10 @@ impl UserGate {
             }
             Ok::<_, Error>(())
         };
-        if let Err(e) = armed.await {
+        match armed.await {
+            Ok(()) => self.alarm_armed.set(true),
             // Not fatal: the next stored record tries again; records are only kept longer.
-            worker::console_warn!("arming the purge alarm failed: {e}");
+            Err(e) => worker::console_warn!("arming the purge alarm failed: {e}"),
         }
     }
 }
@@ -467,12 +530,11 @@ impl UserGateClient {
         response.json::<T>().await
     }
 
-    pub(crate) async fn begin(&self, input: &BeginRequest) -> worker::Result<BeginReply> {
-        self.call(BEGIN_PATH, serde_json::to_string(input)?).await
-    }
-
-    pub(crate) async fn finish(&self, input: &FinishRequest) -> worker::Result<FinishReply> {
-        self.call(FINISH_PATH, serde_json::to_string(input)?).await
+    /// The purchase attempt, in one call: `begin`, and for a claimed attempt the origin call and
+    /// `finish` (see [`UserGate`]'s `purchase`).
+    pub(crate) async fn purchase(&self, input: &PurchaseRequest) -> worker::Result<PurchaseReply> {
+        self.call(PURCHASE_PATH, serde_json::to_string(input)?)
+            .await
     }
 
     pub(crate) async fn limit(&self, input: &LimitRequest) -> worker::Result<RateOutcome> {
