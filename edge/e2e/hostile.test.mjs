@@ -325,7 +325,10 @@ describe("session tokens have bounds (issue 13, item 7)", () => {
       "wrangler-token-rules",
     );
     try {
-      const claims = (extra) => ({ sub: user(), iat: now(), exp: now() + 300, iss: "https://shop.example", aud: "flashgate", ...extra });
+      // One instant for every token: `exp` below is relative to the same `iat`, however long the
+      // purchases in between take.
+      const t = now();
+      const claims = (extra) => ({ sub: user(), iat: t, exp: t + 300, iss: "https://shop.example", aud: "flashgate", ...extra });
       const buy = (token) => stack.purchase({ token, key: key(), body: { sku: s, qty: 1 }, edgeUrl: configured.url });
       for (const [name, extra] of Object.entries({ "aud string": {}, "aud array": { aud: ["wallet", "flashgate"] } })) {
         const r = await buy(jwt(claims(extra)));
@@ -337,7 +340,7 @@ describe("session tokens have bounds (issue 13, item 7)", () => {
         "no aud": { aud: undefined },
         "other aud": { aud: "wallet" },
         "aud array without it": { aud: ["wallet"] },
-        "lifetime 601 s > 600": { exp: now() + 601 },
+        "lifetime 601 s > 600": { exp: t + 601 },
       };
       const before = await stack.originPurchaseCalls();
       for (const [name, extra] of Object.entries(refused)) {
