@@ -17,6 +17,7 @@ const MAX_POLL_SECS: u64 = 5;
 
 /// The body of `POST`/`GET /v1/queue/{sku}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct QueueAnswer {
     /// Place in line (1 = next); 0 once admitted. Before the start: the size of the pre-queue
     /// (everyone's place in it is drawn at the start).
@@ -26,15 +27,18 @@ pub struct QueueAnswer {
     /// The pass (only when admitted and not expired): send it as `Flashgate-Pass`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pass: Option<String>,
+    /// When the pass expires (RFC 3339, UTC): `pass_secs` after the admission.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pass_expires_at: Option<String>,
     /// `pre_queue`, `waiting`, `admitted` or `expired`.
+    #[cfg_attr(not(target_arch = "wasm32"), schema(value_type = String))]
     pub phase: &'static str,
     /// When to poll again.
     pub retry_after_secs: u64,
     /// Send it back as `Flashgate-Queue-Receipt` when polling: the edge answers without asking
     /// the room's objects.
     pub receipt: String,
+    /// When the shopper joined (RFC 3339, UTC, milliseconds).
     pub joined_at: String,
 }
 

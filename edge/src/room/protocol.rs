@@ -75,6 +75,7 @@ pub struct StateRequest {
 
 /// One object's request counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct ObjectStats {
     pub name: String,
     pub requests: u64,
@@ -83,6 +84,7 @@ pub struct ObjectStats {
 
 /// `GET /v1/queue/{sku}/stats`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct RoomStats {
     pub joined: u64,
     pub admitted: u64,
