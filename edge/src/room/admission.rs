@@ -340,11 +340,7 @@ mod tests {
     fn post(shard: u32, rank: u64, join_ms: i64) -> Head {
         Head {
             rank,
-            key: Key::Post {
-                join_ms,
-                shard,
-                seq: rank,
-            },
+            key: Key::post(join_ms, shard, rank),
         }
     }
 

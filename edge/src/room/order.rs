@@ -34,14 +34,44 @@ pub fn ticket(secret: &[u8], sku: &str, user: &str) -> u64 {
     u64::from_be_bytes(first)
 }
 
-/// A member's place in the total order. Pre-queue members (joined before the start) all come
-/// before the others (`Pre` < `Post`).
+/// A member's place in the total order, compared field by field: pre-queue members (joined
+/// before `starts_at`, `post == false`) all come first, by lottery ticket (the user breaks a
+/// tie); then the others by join instant (the shard's clock), shard and sequence. A flat struct
+/// (not an enum) keeps the Worker small.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Key {
-    /// Joined before `starts_at`: by lottery ticket (the user breaks a tie).
-    Pre { ticket: u64, user: String },
-    /// Joined from `starts_at` on: by join instant (the shard's clock), shard, sequence.
-    Post { join_ms: i64, shard: u32, seq: u64 },
+pub struct Key {
+    pub post: bool,
+    pub ticket: u64,
+    pub user: String,
+    pub join_ms: i64,
+    pub shard: u32,
+    pub seq: u64,
+}
+
+impl Key {
+    /// A pre-queue member's key.
+    pub fn pre(ticket: u64, user: &str) -> Self {
+        Self {
+            post: false,
+            ticket,
+            user: user.to_owned(),
+            join_ms: 0,
+            shard: 0,
+            seq: 0,
+        }
+    }
+
+    /// The key of a member who joined from the start on.
+    pub fn post(join_ms: i64, shard: u32, seq: u64) -> Self {
+        Self {
+            post: true,
+            ticket: 0,
+            user: String::new(),
+            join_ms,
+            shard,
+            seq,
+        }
+    }
 }
 
 /// A shard's next member not yet admitted: its rank in the shard and its key.
@@ -109,15 +139,8 @@ mod tests {
 
     #[test]
     fn pre_queue_members_come_first_then_join_order() {
-        let pre = |t: u64| Key::Pre {
-            ticket: t,
-            user: format!("u{t}"),
-        };
-        let post = |ms: i64, shard: u32, seq: u64| Key::Post {
-            join_ms: ms,
-            shard,
-            seq,
-        };
+        let pre = |t: u64| Key::pre(t, &format!("u{t}"));
+        let post = Key::post;
         assert!(pre(u64::MAX) < post(0, 0, 0));
         assert!(post(5, 9, 9) < post(6, 0, 0));
         assert!(post(5, 1, 9) < post(5, 2, 0));

@@ -82,8 +82,8 @@ pub struct ObjectStats {
     pub peak_requests_per_sec: u64,
 }
 
-/// `GET /v1/queue/{sku}/stats`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `GET /v1/queue/{sku}/stats` (built by the coordinator, passed on as text by the worker).
+#[derive(Debug, Clone, Default, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct RoomStats {
     pub joined: u64,

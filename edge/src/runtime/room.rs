@@ -337,11 +337,7 @@ pub(crate) async fn stats(req: &Request, env: &Env, settings: &Settings, raw_sku
         );
     };
     match RoomClient::new(env, sku.as_str()).stats().await {
-        Ok(stats) => Reply::json(
-            200,
-            serde_json::to_string(&stats).unwrap_or_else(|_| "{}".into()),
-        )
-        .with_header("cache-control", "no-store"),
+        Ok(stats) => Reply::json(200, stats).with_header("cache-control", "no-store"),
         Err(e) => {
             worker::console_warn!("room stats: {e}");
             answer::unavailable()

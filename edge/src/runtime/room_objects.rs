@@ -44,6 +44,12 @@ fn shard_name(sku: &str, shard: u32) -> String {
 }
 
 async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> worker::Result<T> {
+    // JSON text both ways (not `Response::json`, which goes through JavaScript numbers): the
+    // lottery tickets are full 64-bit integers.
+    Ok(serde_json::from_str(&call_text(stub, path, body).await?)?)
+}
+
+async fn call_text(stub: &Stub, path: &str, body: String) -> worker::Result<String> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&body)));
@@ -55,7 +61,12 @@ async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> wor
             response.status_code()
         )));
     }
-    response.json::<T>().await
+    response.text().await
+}
+
+/// A request's JSON body (see [`call`]).
+async fn body<T: DeserializeOwned>(req: &mut Request) -> Option<T> {
+    serde_json::from_str(&req.text().await.ok()?).ok()
 }
 
 /// The worker's (and the coordinator's) handle on a room's objects.
@@ -112,8 +123,9 @@ impl<'a> RoomClient<'a> {
         .await
     }
 
-    pub(crate) async fn stats(&self) -> worker::Result<RoomStats> {
-        call(&self.coordinator()?, STATS_PATH, "{}".into()).await
+    /// The coordinator's stats, as JSON text (passed on as it is).
+    pub(crate) async fn stats(&self) -> worker::Result<String> {
+        call_text(&self.coordinator()?, STATS_PATH, "{}".into()).await
     }
 
     async fn pull(&self, input: &PullRequest) -> worker::Result<PullReply> {
@@ -143,10 +155,16 @@ CREATE TABLE IF NOT EXISTS members (
     admitted_ms INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS members_by_rank ON members (rank);
-CREATE TABLE IF NOT EXISTS meta (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS shard (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    next_rank INTEGER NOT NULL,
+    last_join_ms INTEGER NOT NULL,
+    finalized INTEGER NOT NULL,
+    joined INTEGER NOT NULL,
+    pre_joined INTEGER NOT NULL
 );
+INSERT OR IGNORE INTO shard VALUES (1, 0, 0, 0, 0, 0, 0);
 ";
 
 #[durable_object]
@@ -163,7 +181,7 @@ impl std::fmt::Debug for RoomShard {
     }
 }
 
-#[derive(Deserialize)]
+/// A `members` row, in the column order of [`MEMBER_COLUMNS`].
 struct MemberRow {
     seq: i64,
     join_ms: i64,
@@ -174,23 +192,65 @@ struct MemberRow {
     user: String,
 }
 
-#[derive(Deserialize)]
-struct ValueRow {
-    value: i64,
-}
+const MEMBER_COLUMNS: &str = "seq, join_ms, ticket, pre, rank, admitted_ms, user";
 
-#[derive(Deserialize)]
-struct CountRow {
-    n: i64,
-    pre: Option<i64>,
-}
-
-fn rows<T: DeserializeOwned>(
+/// Rows as plain values (no serde: a smaller Worker).
+fn raw_rows(
     sql: &SqlStorage,
     query: &str,
     bindings: Vec<SqlStorageValue>,
-) -> worker::Result<Vec<T>> {
-    sql.exec(query, bindings)?.to_array::<T>()
+) -> worker::Result<Vec<Vec<SqlStorageValue>>> {
+    sql.exec(query, bindings)?.raw().collect()
+}
+
+fn int(v: Option<&SqlStorageValue>) -> Option<i64> {
+    match v {
+        Some(SqlStorageValue::Integer(n)) => Some(*n),
+        Some(SqlStorageValue::Float(f)) => Some(*f as i64),
+        _ => None,
+    }
+}
+
+fn text(v: Option<&SqlStorageValue>) -> String {
+    match v {
+        Some(SqlStorageValue::String(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+impl MemberRow {
+    fn from_values(v: &[SqlStorageValue]) -> Self {
+        Self {
+            seq: int(v.first()).unwrap_or(0),
+            join_ms: int(v.get(1)).unwrap_or(0),
+            ticket: text(v.get(2)),
+            pre: int(v.get(3)).unwrap_or(0),
+            rank: int(v.get(4)),
+            admitted_ms: int(v.get(5)),
+            user: text(v.get(6)),
+        }
+    }
+}
+
+fn member_rows(
+    sql: &SqlStorage,
+    query: &str,
+    bindings: Vec<SqlStorageValue>,
+) -> worker::Result<Vec<MemberRow>> {
+    Ok(raw_rows(sql, query, bindings)?
+        .iter()
+        .map(|v| MemberRow::from_values(v))
+        .collect())
+}
+
+/// The shard's own row: its counters.
+struct ShardRow {
+    seq: i64,
+    next_rank: i64,
+    last_join_ms: i64,
+    finalized: i64,
+    joined: i64,
+    pre_joined: i64,
 }
 
 impl DurableObject for RoomShard {
@@ -206,7 +266,7 @@ impl DurableObject for RoomShard {
         self.meter.borrow_mut().count(now_ms());
         match req.path().as_str() {
             JOIN_PATH => {
-                let Ok(input) = req.json::<JoinRequest>().await else {
+                let Some(input) = body::<JoinRequest>(&mut req).await else {
                     return Response::error("bad join", 400);
                 };
                 Response::from_json(&MemberReply {
@@ -214,7 +274,7 @@ impl DurableObject for RoomShard {
                 })
             }
             MEMBER_PATH => {
-                let Ok(input) = req.json::<MemberRequest>().await else {
+                let Some(input) = body::<MemberRequest>(&mut req).await else {
                     return Response::error("bad member", 400);
                 };
                 let sql = self.sql()?;
@@ -224,7 +284,7 @@ impl DurableObject for RoomShard {
                 })
             }
             PULL_PATH => {
-                let Ok(input) = req.json::<PullRequest>().await else {
+                let Some(input) = body::<PullRequest>(&mut req).await else {
                     return Response::error("bad pull", 400);
                 };
                 Response::from_json(&self.pull(&input)?)
@@ -245,39 +305,37 @@ impl RoomShard {
         Ok(sql)
     }
 
-    fn meta(sql: &SqlStorage, name: &str) -> worker::Result<Option<i64>> {
-        Ok(rows::<ValueRow>(
+    fn counters(sql: &SqlStorage) -> worker::Result<ShardRow> {
+        let rows = raw_rows(
             sql,
-            "SELECT value FROM meta WHERE name = ?",
-            vec![name.into()],
-        )?
-        .first()
-        .map(|r| r.value))
-    }
-
-    fn set_meta(sql: &SqlStorage, name: &str, value: i64) -> worker::Result<()> {
-        sql.exec(
-            "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            vec![name.into(), value.into()],
+            "SELECT seq, next_rank, last_join_ms, finalized, joined, pre_joined FROM shard",
+            vec![],
         )?;
-        Ok(())
+        let v = rows
+            .first()
+            .ok_or_else(|| Error::RustError("room shard without its row".into()))?;
+        let n = |i: usize| int(v.get(i)).unwrap_or(0);
+        Ok(ShardRow {
+            seq: n(0),
+            next_rank: n(1),
+            last_join_ms: n(2),
+            finalized: n(3),
+            joined: n(4),
+            pre_joined: n(5),
+        })
     }
 
     /// Once the start has passed: ranks the pre-queue by ticket (then user), once.
     fn finalize(sql: &SqlStorage, starts_ms: Option<i64>, now: i64) -> worker::Result<bool> {
-        if Self::meta(sql, "finalized")?.is_some() {
+        if Self::counters(sql)?.finalized == 1 {
             return Ok(true);
         }
         if starts_ms.is_some_and(|s| now < s) {
             return Ok(false);
         }
-        #[derive(Deserialize)]
-        struct UserRow {
-            user: String,
-        }
-        let pre = rows::<UserRow>(
+        let pre = member_rows(
             sql,
-            "SELECT user FROM members WHERE pre = 1 ORDER BY ticket, user",
+            &format!("SELECT {MEMBER_COLUMNS} FROM members WHERE pre = 1 ORDER BY ticket, user"),
             vec![],
         )?;
         for (rank, row) in pre.iter().enumerate() {
@@ -289,12 +347,10 @@ impl RoomShard {
                 ],
             )?;
         }
-        Self::set_meta(
-            sql,
-            "next_rank",
-            i64::try_from(pre.len()).unwrap_or(i64::MAX),
+        sql.exec(
+            "UPDATE shard SET next_rank = ?, finalized = 1",
+            vec![i64::try_from(pre.len()).unwrap_or(i64::MAX).into()],
         )?;
-        Self::set_meta(sql, "finalized", 1)?;
         Ok(true)
     }
 
@@ -309,9 +365,9 @@ impl RoomShard {
     }
 
     fn find(sql: &SqlStorage, shard: u32, user: &str) -> worker::Result<Option<Member>> {
-        Ok(rows::<MemberRow>(
+        Ok(member_rows(
             sql,
-            "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members WHERE user = ?",
+            &format!("SELECT {MEMBER_COLUMNS} FROM members WHERE user = ?"),
             vec![user.into()],
         )?
         .first()
@@ -321,22 +377,16 @@ impl RoomShard {
     /// Stores `user` once; a second join finds the first.
     fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
         let sql = self.sql()?;
-        let last = Self::meta(&sql, "last_join_ms")?.unwrap_or(0);
         // The shard's join instants never go back: its order is its join order.
-        let now = now_ms().max(last);
+        let now = now_ms().max(Self::counters(&sql)?.last_join_ms);
         let finalized = Self::finalize(&sql, input.starts_ms, now)?;
         if let Some(member) = Self::find(&sql, input.shard, &input.user)? {
             return Ok(member);
         }
-        let seq = Self::meta(&sql, "seq")?.unwrap_or(0) + 1;
+        let counters = Self::counters(&sql)?;
+        let seq = counters.seq + 1;
         let pre = admission::is_pre(now, input.starts_ms) && !finalized;
-        let rank = if pre {
-            None
-        } else {
-            let next = Self::meta(&sql, "next_rank")?.unwrap_or(0);
-            Self::set_meta(&sql, "next_rank", next + 1)?;
-            Some(next)
-        };
+        let rank = (!pre).then_some(counters.next_rank);
         sql.exec(
             "INSERT INTO members (user, seq, join_ms, ticket, pre, rank) VALUES (?, ?, ?, ?, ?, ?)",
             vec![
@@ -348,8 +398,16 @@ impl RoomShard {
                 rank.into(),
             ],
         )?;
-        Self::set_meta(&sql, "seq", seq)?;
-        Self::set_meta(&sql, "last_join_ms", now)?;
+        sql.exec(
+            "UPDATE shard SET seq = ?, last_join_ms = ?, next_rank = next_rank + ?, \
+             joined = joined + 1, pre_joined = pre_joined + ?",
+            vec![
+                seq.into(),
+                now.into(),
+                i64::from(!pre).into(),
+                i64::from(pre).into(),
+            ],
+        )?;
         Ok(Member {
             shard: input.shard,
             rank: rank.and_then(|r| u64::try_from(r).ok()),
@@ -371,10 +429,11 @@ impl RoomShard {
         }
         let mut heads = Vec::new();
         if finalized {
-            let next = rows::<MemberRow>(
+            let next = member_rows(
                 &sql,
-                "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members \
-                 WHERE rank >= ? ORDER BY rank LIMIT ?",
+                &format!(
+                    "SELECT {MEMBER_COLUMNS} FROM members WHERE rank >= ? ORDER BY rank LIMIT ?"
+                ),
                 vec![
                     i64::try_from(input.from_rank).unwrap_or(i64::MAX).into(),
                     i64::try_from(input.limit).unwrap_or(0).into(),
@@ -382,16 +441,12 @@ impl RoomShard {
             )?;
             for r in next {
                 let key = if r.pre == 1 {
-                    Key::Pre {
-                        ticket: u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
-                        user: r.user.clone(),
-                    }
+                    Key::pre(
+                        u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
+                        &r.user,
+                    )
                 } else if r.join_ms < input.horizon_ms {
-                    Key::Post {
-                        join_ms: r.join_ms,
-                        shard: input.shard,
-                        seq: u64::try_from(r.seq).unwrap_or(0),
-                    }
+                    Key::post(r.join_ms, input.shard, u64::try_from(r.seq).unwrap_or(0))
                 } else {
                     // Later ones joined later still: the next tick takes them.
                     break;
@@ -402,12 +457,9 @@ impl RoomShard {
                 heads.push(Head { rank, key });
             }
         }
-        let counts = rows::<CountRow>(
-            &sql,
-            "SELECT COUNT(*) AS n, SUM(pre) AS pre FROM members",
-            vec![],
-        )?;
-        let (joined, pre_joined) = counts.first().map_or((0, 0), |c| (c.n, c.pre.unwrap_or(0)));
+        let ShardRow {
+            joined, pre_joined, ..
+        } = Self::counters(&sql)?;
         Ok(PullReply {
             heads,
             joined: u64::try_from(joined).unwrap_or(0),
@@ -448,6 +500,25 @@ struct Setting {
     last_request_ms: i64,
 }
 
+/// Values are kept as JSON text (one code path for every type, a smaller Worker).
+async fn get_json<T: DeserializeOwned>(
+    storage: &worker::Storage,
+    key: &str,
+) -> worker::Result<Option<T>> {
+    match storage.get::<String>(key).await? {
+        Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+        None => Ok(None),
+    }
+}
+
+async fn put_json<T: serde::Serialize>(
+    storage: &worker::Storage,
+    key: &str,
+    value: &T,
+) -> worker::Result<()> {
+    storage.put(key, serde_json::to_string(value)?).await
+}
+
 impl DurableObject for RoomCoordinator {
     fn new(state: State, env: Env) -> Self {
         Self {
@@ -462,7 +533,7 @@ impl DurableObject for RoomCoordinator {
         self.meter.borrow_mut().count(now);
         match req.path().as_str() {
             STATE_PATH => {
-                let Ok(input) = req.json::<StateRequest>().await else {
+                let Some(input) = body::<StateRequest>(&mut req).await else {
                     return Response::error("bad state", 400);
                 };
                 let storage = self.state.storage();
@@ -470,8 +541,8 @@ impl DurableObject for RoomCoordinator {
                     config: input.config,
                     last_request_ms: now,
                 };
-                storage.put("setting", &setting).await?;
-                let state = match storage.get::<Stored>("room").await? {
+                put_json(&storage, "setting", &setting).await?;
+                let state = match get_json::<Stored>(&storage, "room").await? {
                     Some(stored) => stored.state,
                     None => {
                         let stored = Stored {
@@ -479,7 +550,7 @@ impl DurableObject for RoomCoordinator {
                             state: RoomState::new(input.config, SHARDS, now),
                             samples: Vec::new(),
                         };
-                        storage.put("room", &stored).await?;
+                        put_json(&storage, "room", &stored).await?;
                         stored.state
                     }
                 };
@@ -496,8 +567,8 @@ impl DurableObject for RoomCoordinator {
     async fn alarm(&self) -> worker::Result<Response> {
         let storage = self.state.storage();
         let (Some(mut stored), Some(setting)) = (
-            storage.get::<Stored>("room").await?,
-            storage.get::<Setting>("setting").await?,
+            get_json::<Stored>(&storage, "room").await?,
+            get_json::<Setting>(&storage, "setting").await?,
         ) else {
             return Response::ok("idle");
         };
@@ -506,7 +577,7 @@ impl DurableObject for RoomCoordinator {
             // Nothing published: the shards' records are idempotent, the next tick redoes it.
             worker::console_warn!("room tick failed: {e}");
         }
-        storage.put("room", &stored).await?;
+        put_json(&storage, "room", &stored).await?;
         let waiting = stored.state.joined > stored.state.admitted(now);
         if waiting || now - setting.last_request_ms < IDLE_MS {
             storage.set_alarm(TICK_MS).await?;
@@ -556,11 +627,10 @@ impl RoomCoordinator {
 
     async fn stats(&self) -> worker::Result<RoomStats> {
         let storage = self.state.storage();
-        let Some(stored) = storage.get::<Stored>("room").await? else {
+        let Some(stored) = get_json::<Stored>(&storage, "room").await? else {
             return Ok(RoomStats::default());
         };
-        let rate = storage
-            .get::<Setting>("setting")
+        let rate = get_json::<Setting>(&storage, "setting")
             .await?
             .map_or(stored.state.rate, |s| s.config.admit_per_minute);
         let client = RoomClient::new(&self.env, &stored.sku);
