@@ -5,7 +5,6 @@
 //! shuffle), then everyone else by join instant, shard and sequence (first come, first served).
 
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::SHARDS;
@@ -38,7 +37,7 @@ pub fn ticket(secret: &[u8], sku: &str, user: &str) -> u64 {
 /// before `starts_at`, `post == false`) all come first, by lottery ticket (the user breaks a
 /// tie); then the others by join instant (the shard's clock), shard and sequence. A flat struct
 /// (not an enum) keeps the Worker small.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     pub post: bool,
     pub ticket: u64,
@@ -75,10 +74,43 @@ impl Key {
 }
 
 /// A shard's next member not yet admitted: its rank in the shard and its key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     pub rank: u64,
     pub key: Key,
+}
+
+impl Head {
+    /// `rank,post,ticket,join_ms,seq,user` (user ids have no comma); the shard is where it
+    /// came from.
+    pub fn encode(&self) -> String {
+        let k = &self.key;
+        format!(
+            "{},{},{},{},{},{}",
+            self.rank,
+            u8::from(k.post),
+            k.ticket,
+            k.join_ms,
+            k.seq,
+            k.user
+        )
+    }
+
+    pub fn decode(text: &str, shard: u32) -> Option<Self> {
+        let f: Vec<&str> = text.splitn(6, ',').collect();
+        if f.len() != 6 {
+            return None;
+        }
+        let key = if f[1] == "1" {
+            Key::post(f[3].parse().ok()?, shard, f[4].parse().ok()?)
+        } else {
+            Key::pre(f[2].parse().ok()?, f[5])
+        };
+        Some(Self {
+            rank: f[0].parse().ok()?,
+            key,
+        })
+    }
 }
 
 /// Merges the shards' heads (each shard's list in its own order, which agrees with [`Key`]) and
@@ -171,6 +203,23 @@ mod tests {
             ],
         ];
         assert_eq!(merge(&heads, 10), vec![1, 0, 1, 0, 1]);
+        for (shard, list) in heads.iter().enumerate() {
+            for h in list {
+                let shard = shard as u32;
+                let back = Head::decode(&h.encode(), shard).expect("decodes");
+                assert_eq!(back.rank, h.rank);
+                assert_eq!(back.key.post, h.key.post);
+                if h.key.post {
+                    assert_eq!((back.key.join_ms, back.key.seq), (h.key.join_ms, h.key.seq));
+                } else {
+                    assert_eq!(
+                        (back.key.ticket, &back.key.user),
+                        (h.key.ticket, &h.key.user)
+                    );
+                }
+            }
+        }
+        assert!(Head::decode("1,0,x,0,0,u", 0).is_none());
         assert_eq!(merge(&heads, 2), vec![1, 0]);
     }
 }

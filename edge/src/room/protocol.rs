@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::admission::RoomConfig;
-use super::order::Head;
 
 pub const JOIN_PATH: &str = "/join";
 pub const MEMBER_PATH: &str = "/member";
@@ -13,20 +12,13 @@ pub const PULL_PATH: &str = "/pull";
 pub const STATE_PATH: &str = "/state";
 pub const STATS_PATH: &str = "/stats";
 
-/// Worker → shard: `user` joins (kept as it is if already there).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JoinRequest {
-    pub shard: u32,
-    pub user: String,
-    pub ticket: u64,
-    pub starts_ms: Option<i64>,
-}
-
-/// Worker → shard: where is `user`?
+/// Worker → shard: `user` joins with `ticket` (kept as it is if already there), or, without a
+/// ticket, where is `user`? The answer is an `Option<Member>` (none: never joined).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MemberRequest {
     pub shard: u32,
     pub user: String,
+    pub ticket: Option<u64>,
     pub starts_ms: Option<i64>,
 }
 
@@ -38,12 +30,6 @@ pub struct Member {
     pub join_ms: i64,
     pub pre: bool,
     pub admitted_ms: Option<i64>,
-}
-
-/// Shard → worker: the member (none: never joined).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MemberReply {
-    pub member: Option<Member>,
 }
 
 /// Coordinator → shard, once per tick: record these admissions (rank, instant), then list the
@@ -61,7 +47,8 @@ pub struct PullRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PullReply {
-    pub heads: Vec<Head>,
+    /// `super::order::Head::encode` of each.
+    pub heads: Vec<String>,
     pub joined: u64,
     pub pre_joined: u64,
 }

@@ -27,9 +27,8 @@ use crate::room::SHARDS;
 use crate::room::admission::{self, HORIZON_MS, RoomConfig, RoomState, TICK_MS};
 use crate::room::order::{Head, Key};
 use crate::room::protocol::{
-    JOIN_PATH, JoinRequest, MEMBER_PATH, Member, MemberReply, MemberRequest, ObjectStats,
-    PULL_PATH, PullReply, PullRequest, RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
-    StateRequest,
+    JOIN_PATH, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply, PullRequest,
+    RequestMeter, RoomStats, STATE_PATH, STATS_PATH, StateRequest,
 };
 
 use super::http::now_ms;
@@ -92,30 +91,29 @@ impl<'a> RoomClient<'a> {
             .get_by_name(self.sku)
     }
 
-    pub(crate) async fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
-        let reply: MemberReply = call(
+    pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
+        let reply: Option<Member> = call(
             &self.shard(input.shard)?,
             JOIN_PATH,
             serde_json::to_string(input)?,
         )
         .await?;
-        reply
-            .member
-            .ok_or_else(|| Error::RustError("join stored no member".into()))
+        reply.ok_or_else(|| Error::RustError("join stored no member".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
-        let reply: MemberReply = call(
+        let reply: Option<Member> = call(
             &self.shard(input.shard)?,
             MEMBER_PATH,
             serde_json::to_string(input)?,
         )
         .await?;
-        Ok(reply.member)
+        Ok(reply)
     }
 
-    pub(crate) async fn state(&self, input: &StateRequest) -> worker::Result<RoomState> {
-        call(
+    /// The room's state as [`RoomState::encode`] text.
+    pub(crate) async fn state(&self, input: &StateRequest) -> worker::Result<String> {
+        call_text(
             &self.coordinator()?,
             STATE_PATH,
             serde_json::to_string(input)?,
@@ -266,12 +264,10 @@ impl DurableObject for RoomShard {
         self.meter.borrow_mut().count(now_ms());
         match req.path().as_str() {
             JOIN_PATH => {
-                let Some(input) = body::<JoinRequest>(&mut req).await else {
+                let Some(input) = body::<MemberRequest>(&mut req).await else {
                     return Response::error("bad join", 400);
                 };
-                Response::from_json(&MemberReply {
-                    member: Some(self.join(&input)?),
-                })
+                Response::from_json(&Some(self.join(&input)?))
             }
             MEMBER_PATH => {
                 let Some(input) = body::<MemberRequest>(&mut req).await else {
@@ -279,9 +275,7 @@ impl DurableObject for RoomShard {
                 };
                 let sql = self.sql()?;
                 Self::finalize(&sql, input.starts_ms, now_ms())?;
-                Response::from_json(&MemberReply {
-                    member: Self::find(&sql, input.shard, &input.user)?,
-                })
+                Response::from_json(&Self::find(&sql, input.shard, &input.user)?)
             }
             PULL_PATH => {
                 let Some(input) = body::<PullRequest>(&mut req).await else {
@@ -375,7 +369,7 @@ impl RoomShard {
     }
 
     /// Stores `user` once; a second join finds the first.
-    fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
+    fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
         let sql = self.sql()?;
         // The shard's join instants never go back: its order is its join order.
         let now = now_ms().max(Self::counters(&sql)?.last_join_ms);
@@ -393,7 +387,7 @@ impl RoomShard {
                 input.user.as_str().into(),
                 seq.into(),
                 now.into(),
-                format!("{:016x}", input.ticket).into(),
+                format!("{:016x}", input.ticket.unwrap_or(0)).into(),
                 i64::from(pre).into(),
                 rank.into(),
             ],
@@ -454,7 +448,7 @@ impl RoomShard {
                 let Some(rank) = r.rank.and_then(|r| u64::try_from(r).ok()) else {
                     break;
                 };
-                heads.push(Head { rank, key });
+                heads.push(Head { rank, key }.encode());
             }
         }
         let ShardRow {
@@ -488,7 +482,8 @@ impl std::fmt::Debug for RoomCoordinator {
 #[derive(Debug, Clone, serde::Serialize, Deserialize)]
 struct Stored {
     sku: String,
-    state: RoomState,
+    /// [`RoomState::encode`].
+    state: String,
     /// (instant, admitted) at each tick while people waited, the last minute.
     samples: Vec<(i64, u64)>,
 }
@@ -547,7 +542,7 @@ impl DurableObject for RoomCoordinator {
                     None => {
                         let stored = Stored {
                             sku: input.sku.clone(),
-                            state: RoomState::new(input.config, SHARDS, now),
+                            state: RoomState::new(input.config, SHARDS, now).encode(),
                             samples: Vec::new(),
                         };
                         put_json(&storage, "room", &stored).await?;
@@ -557,7 +552,7 @@ impl DurableObject for RoomCoordinator {
                 if storage.get_alarm().await?.is_none() {
                     storage.set_alarm(1).await?;
                 }
-                Response::from_json(&state)
+                Response::ok(state)
             }
             STATS_PATH => Response::from_json(&self.stats().await?),
             _ => Response::error("not found", 404),
@@ -578,7 +573,8 @@ impl DurableObject for RoomCoordinator {
             worker::console_warn!("room tick failed: {e}");
         }
         put_json(&storage, "room", &stored).await?;
-        let waiting = stored.state.joined > stored.state.admitted(now);
+        let state = RoomState::decode(&stored.state).unwrap_or_default();
+        let waiting = state.joined > state.admitted(now);
         if waiting || now - setting.last_request_ms < IDLE_MS {
             storage.set_alarm(TICK_MS).await?;
         }
@@ -589,8 +585,10 @@ impl DurableObject for RoomCoordinator {
 impl RoomCoordinator {
     async fn tick(&self, stored: &mut Stored, config: RoomConfig, now: i64) -> worker::Result<()> {
         let client = &RoomClient::new(&self.env, &stored.sku);
-        let drained = stored.state.drained(now);
-        let (next, admissions) = stored.state.advance(config, now);
+        let current = RoomState::decode(&stored.state)
+            .ok_or_else(|| Error::RustError("stored room state does not parse".into()))?;
+        let drained = current.drained(now);
+        let (next, admissions) = current.advance(config, now);
         let limit = next.window_target();
         let pulls = (0..SHARDS).map(|shard| {
             let input = PullRequest {
@@ -608,7 +606,14 @@ impl RoomCoordinator {
         let mut pre_joined = 0;
         for reply in join_all(pulls).await {
             let reply = reply?;
-            heads.push(reply.heads);
+            let shard = u32::try_from(heads.len()).unwrap_or(0);
+            heads.push(
+                reply
+                    .heads
+                    .iter()
+                    .filter_map(|h| Head::decode(h, shard))
+                    .collect::<Vec<_>>(),
+            );
             joined.push(reply.joined);
             pre_joined += reply.pre_joined;
         }
@@ -621,7 +626,7 @@ impl RoomCoordinator {
             stored.samples.retain(|(t, _)| now - t <= 60_000);
         }
         next.measured_per_minute = admission::measured_per_minute(&stored.samples);
-        stored.state = next;
+        stored.state = next.encode();
         Ok(())
     }
 
@@ -632,7 +637,8 @@ impl RoomCoordinator {
         };
         let rate = get_json::<Setting>(&storage, "setting")
             .await?
-            .map_or(stored.state.rate, |s| s.config.admit_per_minute);
+            .map_or(0, |s| s.config.admit_per_minute);
+        let state = RoomState::decode(&stored.state).unwrap_or_default();
         let client = RoomClient::new(&self.env, &stored.sku);
         let shard_stats = join_all((0..SHARDS).map(|s| client.shard_stats(s))).await;
         let mut objects = vec![
@@ -647,11 +653,11 @@ impl RoomCoordinator {
         }
         let now = now_ms();
         Ok(RoomStats {
-            joined: stored.state.joined,
-            admitted: stored.state.admitted(now),
+            joined: state.joined,
+            admitted: state.admitted(now),
             admit_per_minute: rate,
-            measured_per_minute: stored.state.measured_per_minute,
-            started: stored.state.open,
+            measured_per_minute: state.measured_per_minute,
+            started: state.open,
             objects,
         })
     }
