@@ -17,8 +17,6 @@
 //! within [`HORIZON_MS`] of a tick are left for the next one, so nobody who joined earlier can
 //! be overtaken by a later joiner of another shard.
 
-use serde::{Deserialize, Serialize};
-
 use super::order::{Head, merge};
 
 /// The version tag of [`RoomState::encode`].
@@ -36,12 +34,41 @@ const MINUTE_MS: u64 = 60_000;
 const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
 
 /// The room's setting, as the worker passes it from the SKU view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomConfig {
     pub admit_per_minute: u32,
     pub pass_secs: u32,
     /// `starts_at` of the sale (unix ms), if any: joins before it are the pre-queue.
     pub starts_ms: Option<i64>,
+}
+
+impl RoomConfig {
+    /// `rate;pass_secs;starts_ms|-` (compact text, like [`RoomState::encode`]).
+    pub fn encode(&self) -> String {
+        format!(
+            "{};{};{}",
+            self.admit_per_minute,
+            self.pass_secs,
+            self.starts_ms
+                .map_or_else(|| "-".to_owned(), |s| s.to_string())
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 3 {
+            return None;
+        }
+        Some(Self {
+            admit_per_minute: f[0].parse().ok()?,
+            pass_secs: f[1].parse().ok()?,
+            starts_ms: if f[2] == "-" {
+                None
+            } else {
+                Some(f[2].parse().ok()?)
+            },
+        })
+    }
 }
 
 /// Whether a join at `join_ms` is in the pre-queue (before the start).
@@ -570,6 +597,14 @@ mod tests {
                 .0
                 .open
         );
+    }
+
+    #[test]
+    fn the_config_round_trips_as_text() {
+        for c in [config(600, None), config(1, Some(1_796_119_200_000))] {
+            assert_eq!(RoomConfig::decode(&c.encode()), Some(c));
+        }
+        assert_eq!(RoomConfig::decode("1;2"), None);
     }
 
     #[test]

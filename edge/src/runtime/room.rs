@@ -19,7 +19,7 @@ use crate::room::admission::{RoomConfig, RoomState, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
 use crate::room::pass::{Pass, Receipt};
-use crate::room::protocol::{Member, MemberRequest, StateRequest};
+use crate::room::protocol::{Member, MemberRequest};
 use crate::room::{PASS_HEADER, RECEIPT_HEADER};
 use crate::session;
 use crate::shield::SkuFacts;
@@ -83,10 +83,7 @@ impl Room<'_> {
         }
         let text = self
             .client()
-            .state(&StateRequest {
-                sku: self.sku.to_string(),
-                config: self.config,
-            })
+            .state(format!("{}\n{}", self.sku, self.config.encode()))
             .await?;
         let state = RoomState::decode(&text)
             .ok_or_else(|| worker::Error::RustError("the room state does not parse".into()))?;

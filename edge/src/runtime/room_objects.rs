@@ -15,7 +15,6 @@
 use std::cell::{Cell, RefCell};
 
 use futures_util::future::join_all;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use worker::wasm_bindgen::JsValue;
 use worker::{
@@ -28,7 +27,7 @@ use crate::room::admission::{self, HORIZON_MS, RoomConfig, RoomState, TICK_MS};
 use crate::room::order::{Head, Key};
 use crate::room::protocol::{
     JOIN_PATH, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply, PullRequest,
-    RequestMeter, RoomStats, STATE_PATH, STATS_PATH, StateRequest,
+    RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
 };
 
 use super::http::now_ms;
@@ -63,6 +62,10 @@ async fn call_text(stub: &Stub, path: &str, body: String) -> worker::Result<Stri
     response.text().await
 }
 
+fn member_reply(text: &str) -> worker::Result<Option<Member>> {
+    Member::decode(text).ok_or_else(|| Error::RustError("a shard's member does not parse".into()))
+}
+
 /// A request's JSON body (see [`call`]).
 async fn body<T: DeserializeOwned>(req: &mut Request) -> Option<T> {
     serde_json::from_str(&req.text().await.ok()?).ok()
@@ -92,33 +95,33 @@ impl<'a> RoomClient<'a> {
     }
 
     pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
-        let reply: Option<Member> = call(
-            &self.shard(input.shard)?,
-            JOIN_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await?;
+        let reply = member_reply(
+            &call_text(
+                &self.shard(input.shard)?,
+                JOIN_PATH,
+                serde_json::to_string(input)?,
+            )
+            .await?,
+        )?;
         reply.ok_or_else(|| Error::RustError("join stored no member".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
-        let reply: Option<Member> = call(
-            &self.shard(input.shard)?,
-            MEMBER_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await?;
+        let reply = member_reply(
+            &call_text(
+                &self.shard(input.shard)?,
+                MEMBER_PATH,
+                serde_json::to_string(input)?,
+            )
+            .await?,
+        )?;
         Ok(reply)
     }
 
     /// The room's state as [`RoomState::encode`] text.
-    pub(crate) async fn state(&self, input: &StateRequest) -> worker::Result<String> {
-        call_text(
-            &self.coordinator()?,
-            STATE_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await
+    /// `input`: `sku\n` + [`RoomConfig::encode`].
+    pub(crate) async fn state(&self, input: String) -> worker::Result<String> {
+        call_text(&self.coordinator()?, STATE_PATH, input).await
     }
 
     /// The coordinator's stats, as JSON text (passed on as it is).
@@ -267,7 +270,7 @@ impl DurableObject for RoomShard {
                 let Some(input) = body::<MemberRequest>(&mut req).await else {
                     return Response::error("bad join", 400);
                 };
-                Response::from_json(&Some(self.join(&input)?))
+                Response::ok(Member::encode(Some(&self.join(&input)?)))
             }
             MEMBER_PATH => {
                 let Some(input) = body::<MemberRequest>(&mut req).await else {
@@ -275,7 +278,9 @@ impl DurableObject for RoomShard {
                 };
                 let sql = self.sql()?;
                 Self::finalize(&sql, input.starts_ms, now_ms())?;
-                Response::from_json(&Self::find(&sql, input.shard, &input.user)?)
+                Response::ok(Member::encode(
+                    Self::find(&sql, input.shard, &input.user)?.as_ref(),
+                ))
             }
             PULL_PATH => {
                 let Some(input) = body::<PullRequest>(&mut req).await else {
@@ -479,7 +484,8 @@ impl std::fmt::Debug for RoomCoordinator {
 }
 
 /// What the coordinator keeps under `room`: written by its tick only (and once at creation).
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+/// Kept as text lines (`sku`, the state, `t:n,…`): no serde, a smaller Worker.
+#[derive(Debug, Clone)]
 struct Stored {
     sku: String,
     /// [`RoomState::encode`].
@@ -488,30 +494,70 @@ struct Stored {
     samples: Vec<(i64, u64)>,
 }
 
-/// What it keeps under `setting`: written by state requests only.
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+impl Stored {
+    fn encode(&self) -> String {
+        let samples: Vec<String> = self
+            .samples
+            .iter()
+            .map(|(t, n)| format!("{t}:{n}"))
+            .collect();
+        format!("{}\n{}\n{}", self.sku, self.state, samples.join(","))
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        let (sku, state, samples) = (lines.next()?, lines.next()?, lines.next()?);
+        let samples = samples
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let (t, n) = s.split_once(':')?;
+                Some((t.parse().ok()?, n.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            sku: sku.to_owned(),
+            state: state.to_owned(),
+            samples,
+        })
+    }
+}
+
+/// What it keeps under `setting` (`config\nlast_request_ms`): written by state requests only.
+#[derive(Debug, Clone)]
 struct Setting {
     config: RoomConfig,
     last_request_ms: i64,
 }
 
-/// Values are kept as JSON text (one code path for every type, a smaller Worker).
-async fn get_json<T: DeserializeOwned>(
-    storage: &worker::Storage,
-    key: &str,
-) -> worker::Result<Option<T>> {
-    match storage.get::<String>(key).await? {
-        Some(text) => Ok(Some(serde_json::from_str(&text)?)),
-        None => Ok(None),
+impl Setting {
+    fn encode(&self) -> String {
+        format!("{}\n{}", self.config.encode(), self.last_request_ms)
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let (config, last) = text.split_once('\n')?;
+        Some(Self {
+            config: RoomConfig::decode(config)?,
+            last_request_ms: last.parse().ok()?,
+        })
     }
 }
 
-async fn put_json<T: serde::Serialize>(
-    storage: &worker::Storage,
-    key: &str,
-    value: &T,
-) -> worker::Result<()> {
-    storage.put(key, serde_json::to_string(value)?).await
+async fn get_text(storage: &worker::Storage, key: &str) -> worker::Result<Option<String>> {
+    storage.get::<String>(key).await
+}
+
+async fn get_stored(storage: &worker::Storage) -> worker::Result<Option<Stored>> {
+    Ok(get_text(storage, "room")
+        .await?
+        .and_then(|t| Stored::decode(&t)))
+}
+
+async fn get_setting(storage: &worker::Storage) -> worker::Result<Option<Setting>> {
+    Ok(get_text(storage, "setting")
+        .await?
+        .and_then(|t| Setting::decode(&t)))
 }
 
 impl DurableObject for RoomCoordinator {
@@ -528,24 +574,28 @@ impl DurableObject for RoomCoordinator {
         self.meter.borrow_mut().count(now);
         match req.path().as_str() {
             STATE_PATH => {
-                let Some(input) = body::<StateRequest>(&mut req).await else {
+                let text = req.text().await.unwrap_or_default();
+                let Some((sku, config)) = text
+                    .split_once('\n')
+                    .and_then(|(sku, c)| Some((sku.to_owned(), RoomConfig::decode(c)?)))
+                else {
                     return Response::error("bad state", 400);
                 };
                 let storage = self.state.storage();
                 let setting = Setting {
-                    config: input.config,
+                    config,
                     last_request_ms: now,
                 };
-                put_json(&storage, "setting", &setting).await?;
-                let state = match get_json::<Stored>(&storage, "room").await? {
+                storage.put("setting", setting.encode()).await?;
+                let state = match get_stored(&storage).await? {
                     Some(stored) => stored.state,
                     None => {
                         let stored = Stored {
-                            sku: input.sku.clone(),
-                            state: RoomState::new(input.config, SHARDS, now).encode(),
+                            sku,
+                            state: RoomState::new(config, SHARDS, now).encode(),
                             samples: Vec::new(),
                         };
-                        put_json(&storage, "room", &stored).await?;
+                        storage.put("room", stored.encode()).await?;
                         stored.state
                     }
                 };
@@ -561,10 +611,9 @@ impl DurableObject for RoomCoordinator {
 
     async fn alarm(&self) -> worker::Result<Response> {
         let storage = self.state.storage();
-        let (Some(mut stored), Some(setting)) = (
-            get_json::<Stored>(&storage, "room").await?,
-            get_json::<Setting>(&storage, "setting").await?,
-        ) else {
+        let (Some(mut stored), Some(setting)) =
+            (get_stored(&storage).await?, get_setting(&storage).await?)
+        else {
             return Response::ok("idle");
         };
         let now = now_ms();
@@ -572,7 +621,7 @@ impl DurableObject for RoomCoordinator {
             // Nothing published: the shards' records are idempotent, the next tick redoes it.
             worker::console_warn!("room tick failed: {e}");
         }
-        put_json(&storage, "room", &stored).await?;
+        storage.put("room", stored.encode()).await?;
         let state = RoomState::decode(&stored.state).unwrap_or_default();
         let waiting = state.joined > state.admitted(now);
         if waiting || now - setting.last_request_ms < IDLE_MS {
@@ -632,10 +681,10 @@ impl RoomCoordinator {
 
     async fn stats(&self) -> worker::Result<RoomStats> {
         let storage = self.state.storage();
-        let Some(stored) = get_json::<Stored>(&storage, "room").await? else {
+        let Some(stored) = get_stored(&storage).await? else {
             return Ok(RoomStats::default());
         };
-        let rate = get_json::<Setting>(&storage, "setting")
+        let rate = get_setting(&storage)
             .await?
             .map_or(0, |s| s.config.admit_per_minute);
         let state = RoomState::decode(&stored.state).unwrap_or_default();
