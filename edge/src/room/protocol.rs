@@ -2,7 +2,7 @@
 //! the Durable Object `fetch`). Shards: [`JOIN_PATH`], [`MEMBER_PATH`], [`PULL_PATH`]; the
 //! coordinator: [`STATE_PATH`]; both: [`STATS_PATH`].
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub const JOIN_PATH: &str = "/join";
 pub const MEMBER_PATH: &str = "/member";
@@ -11,13 +11,48 @@ pub const STATE_PATH: &str = "/state";
 pub const STATS_PATH: &str = "/stats";
 
 /// Worker → shard: `user` joins with `ticket` (kept as it is if already there), or, without a
-/// ticket, where is `user`? The answer is an `Option<Member>` (none: never joined).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// ticket, where is `user`? The answer is [`Member::encode`]. Every message between the room's
+/// objects is compact text (`encode` / `decode`), not JSON: a smaller Worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRequest {
     pub shard: u32,
     pub user: String,
     pub ticket: Option<u64>,
     pub starts_ms: Option<i64>,
+}
+
+fn parse_opt<T: std::str::FromStr>(s: &str) -> Option<Option<T>> {
+    if s == "-" {
+        Some(None)
+    } else {
+        s.parse().ok().map(Some)
+    }
+}
+
+impl MemberRequest {
+    /// `shard;user;ticket|-;starts_ms|-` (user ids have no `;`).
+    pub fn encode(&self) -> String {
+        format!(
+            "{};{};{};{}",
+            self.shard,
+            self.user,
+            opt(self.ticket),
+            opt(self.starts_ms)
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 4 {
+            return None;
+        }
+        Some(Self {
+            shard: f[0].parse().ok()?,
+            user: f[1].to_owned(),
+            ticket: parse_opt(f[2])?,
+            starts_ms: parse_opt(f[3])?,
+        })
+    }
 }
 
 /// A member as its shard knows it; on the wire as [`Member::encode`] (`-`: never joined).
@@ -81,7 +116,7 @@ impl Member {
 /// Coordinator → shard, once per tick: record these admissions (rank, instant), then list the
 /// next members from `from_rank` (at most `limit`; post-start ones only if they joined before
 /// `horizon_ms`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullRequest {
     pub shard: u32,
     pub starts_ms: Option<i64>,
@@ -91,7 +126,50 @@ pub struct PullRequest {
     pub horizon_ms: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+impl PullRequest {
+    /// `shard;starts_ms|-;from_rank;limit;horizon_ms;rank:ms,…`.
+    pub fn encode(&self) -> String {
+        let admissions: Vec<String> = self
+            .admissions
+            .iter()
+            .map(|(r, ms)| format!("{r}:{ms}"))
+            .collect();
+        format!(
+            "{};{};{};{};{};{}",
+            self.shard,
+            opt(self.starts_ms),
+            self.from_rank,
+            self.limit,
+            self.horizon_ms,
+            admissions.join(",")
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 6 {
+            return None;
+        }
+        let admissions = f[5]
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                let (r, ms) = a.split_once(':')?;
+                Some((r.parse().ok()?, ms.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            shard: f[0].parse().ok()?,
+            starts_ms: parse_opt(f[1])?,
+            from_rank: f[2].parse().ok()?,
+            limit: f[3].parse().ok()?,
+            horizon_ms: f[4].parse().ok()?,
+            admissions,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullReply {
     /// `super::order::Head::encode` of each.
     pub heads: Vec<String>,
@@ -99,12 +177,34 @@ pub struct PullReply {
     pub pre_joined: u64,
 }
 
+impl PullReply {
+    /// `joined;pre_joined`, then one head per line.
+    pub fn encode(&self) -> String {
+        let mut out = format!("{};{}", self.joined, self.pre_joined);
+        for h in &self.heads {
+            out.push('\n');
+            out.push_str(h);
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        let (joined, pre_joined) = lines.next()?.split_once(';')?;
+        Some(Self {
+            joined: joined.parse().ok()?,
+            pre_joined: pre_joined.parse().ok()?,
+            heads: lines.map(str::to_owned).collect(),
+        })
+    }
+}
+
 // Worker → coordinator (`STATE_PATH`): the room's state, with the room's setting (which the
 // coordinator keeps) in the body as `sku\n` + `RoomConfig::encode`; the answer is
 // `RoomState::encode` (compact text, no serde).
 
-/// One object's request counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// One object's request counters (between the objects as `requests;peak`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct ObjectStats {
     pub name: String,
@@ -158,6 +258,48 @@ impl RequestMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_round_trip_as_text() {
+        let m = MemberRequest {
+            shard: 31,
+            user: "user:a@b.c-1".into(),
+            ticket: Some(u64::MAX),
+            starts_ms: None,
+        };
+        assert_eq!(MemberRequest::decode(&m.encode()), Some(m.clone()));
+        let m = MemberRequest {
+            ticket: None,
+            starts_ms: Some(5),
+            ..m
+        };
+        assert_eq!(MemberRequest::decode(&m.encode()), Some(m));
+        let p = PullRequest {
+            shard: 2,
+            starts_ms: Some(9),
+            admissions: vec![(1, 10), (2, 20)],
+            from_rank: 3,
+            limit: 300,
+            horizon_ms: 1_000,
+        };
+        assert_eq!(PullRequest::decode(&p.encode()), Some(p.clone()));
+        let p = PullRequest {
+            admissions: vec![],
+            starts_ms: None,
+            ..p
+        };
+        assert_eq!(PullRequest::decode(&p.encode()), Some(p));
+        let r = PullReply {
+            heads: vec!["1,0,5,0,0,u".into(), "2,1,0,7,3,".into()],
+            joined: 9,
+            pre_joined: 4,
+        };
+        assert_eq!(PullReply::decode(&r.encode()), Some(r.clone()));
+        let r = PullReply { heads: vec![], ..r };
+        assert_eq!(PullReply::decode(&r.encode()), Some(r));
+        assert_eq!(PullReply::decode("x"), None);
+        assert_eq!(MemberRequest::decode("1;u;-"), None);
+    }
 
     #[test]
     fn members_round_trip_as_text() {

@@ -15,7 +15,6 @@
 use std::cell::{Cell, RefCell};
 
 use futures_util::future::join_all;
-use serde::de::DeserializeOwned;
 use worker::wasm_bindgen::JsValue;
 use worker::{
     DurableObject, Env, Error, Method, Request, RequestInit, Response, SqlStorage, SqlStorageValue,
@@ -35,16 +34,10 @@ use super::http::now_ms;
 pub(crate) const SHARD_BINDING: &str = "ROOM_SHARD";
 pub(crate) const COORDINATOR_BINDING: &str = "ROOM_COORDINATOR";
 /// The coordinator stops ticking this long after the last state request and the last admission.
-const IDLE_MS: i64 = 120_000;
+const IDLE_MS: i64 = 15_000;
 
 fn shard_name(sku: &str, shard: u32) -> String {
     format!("{sku}#{shard}")
-}
-
-async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> worker::Result<T> {
-    // JSON text both ways (not `Response::json`, which goes through JavaScript numbers): the
-    // lottery tickets are full 64-bit integers.
-    Ok(serde_json::from_str(&call_text(stub, path, body).await?)?)
 }
 
 async fn call_text(stub: &Stub, path: &str, body: String) -> worker::Result<String> {
@@ -66,9 +59,10 @@ fn member_reply(text: &str) -> worker::Result<Option<Member>> {
     Member::decode(text).ok_or_else(|| Error::RustError("a shard's member does not parse".into()))
 }
 
-/// A request's JSON body (see [`call`]).
-async fn body<T: DeserializeOwned>(req: &mut Request) -> Option<T> {
-    serde_json::from_str(&req.text().await.ok()?).ok()
+/// A request's body, parsed by `decode` (every message between the room's objects is compact
+/// text: `crate::room::protocol`).
+async fn body<T>(req: &mut Request, decode: impl Fn(&str) -> Option<T>) -> Option<T> {
+    decode(&req.text().await.ok()?)
 }
 
 /// The worker's (and the coordinator's) handle on a room's objects.
@@ -95,25 +89,14 @@ impl<'a> RoomClient<'a> {
     }
 
     pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
-        let reply = member_reply(
-            &call_text(
-                &self.shard(input.shard)?,
-                JOIN_PATH,
-                serde_json::to_string(input)?,
-            )
-            .await?,
-        )?;
+        let reply =
+            member_reply(&call_text(&self.shard(input.shard)?, JOIN_PATH, input.encode()).await?)?;
         reply.ok_or_else(|| Error::RustError("join stored no member".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
         let reply = member_reply(
-            &call_text(
-                &self.shard(input.shard)?,
-                MEMBER_PATH,
-                serde_json::to_string(input)?,
-            )
-            .await?,
+            &call_text(&self.shard(input.shard)?, MEMBER_PATH, input.encode()).await?,
         )?;
         Ok(reply)
     }
@@ -130,16 +113,19 @@ impl<'a> RoomClient<'a> {
     }
 
     async fn pull(&self, input: &PullRequest) -> worker::Result<PullReply> {
-        call(
-            &self.shard(input.shard)?,
-            PULL_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await
+        let text = call_text(&self.shard(input.shard)?, PULL_PATH, input.encode()).await?;
+        PullReply::decode(&text)
+            .ok_or_else(|| Error::RustError("a shard's pull does not parse".into()))
     }
 
     async fn shard_stats(&self, shard: u32) -> worker::Result<ObjectStats> {
-        call(&self.shard(shard)?, STATS_PATH, "{}".into()).await
+        let text = call_text(&self.shard(shard)?, STATS_PATH, String::new()).await?;
+        let (requests, peak) = text.split_once(';').unwrap_or(("0", "0"));
+        Ok(ObjectStats {
+            name: String::new(),
+            requests: requests.parse().unwrap_or(0),
+            peak_requests_per_sec: peak.parse().unwrap_or(0),
+        })
     }
 }
 
@@ -267,13 +253,13 @@ impl DurableObject for RoomShard {
         self.meter.borrow_mut().count(now_ms());
         match req.path().as_str() {
             JOIN_PATH => {
-                let Some(input) = body::<MemberRequest>(&mut req).await else {
+                let Some(input) = body(&mut req, MemberRequest::decode).await else {
                     return Response::error("bad join", 400);
                 };
                 Response::ok(Member::encode(Some(&self.join(&input)?)))
             }
             MEMBER_PATH => {
-                let Some(input) = body::<MemberRequest>(&mut req).await else {
+                let Some(input) = body(&mut req, MemberRequest::decode).await else {
                     return Response::error("bad member", 400);
                 };
                 let sql = self.sql()?;
@@ -283,12 +269,15 @@ impl DurableObject for RoomShard {
                 ))
             }
             PULL_PATH => {
-                let Some(input) = body::<PullRequest>(&mut req).await else {
+                let Some(input) = body(&mut req, PullRequest::decode).await else {
                     return Response::error("bad pull", 400);
                 };
-                Response::from_json(&self.pull(&input)?)
+                Response::ok(self.pull(&input)?.encode())
             }
-            STATS_PATH => Response::from_json(&self.meter.borrow().stats("shard")),
+            STATS_PATH => {
+                let m = *self.meter.borrow();
+                Response::ok(format!("{};{}", m.requests, m.peak))
+            }
             _ => Response::error("not found", 404),
         }
     }
