@@ -2,6 +2,7 @@
 //! `403 not_admitted` (with `position` and `Retry-After`), `409 no_waiting_room`,
 //! `404 not_in_queue` and the fail-closed `503`.
 
+use serde::Serialize;
 use shared::{ErrorCode, Problem, Timestamp};
 
 use super::admission::{RoomState, Status};
@@ -15,7 +16,7 @@ pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
 const MAX_POLL_SECS: u64 = 5;
 
 /// The body of `POST`/`GET /v1/queue/{sku}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct QueueAnswer {
     /// Place in line (1 = next); 0 once admitted. Before the start: the size of the pre-queue
@@ -24,8 +25,10 @@ pub struct QueueAnswer {
     pub admitted: bool,
     pub estimated_wait_secs: u64,
     /// The pass (only when admitted and not expired): send it as `Flashgate-Pass`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pass: Option<String>,
     /// When the pass expires (RFC 3339, UTC): `pass_secs` after the admission.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pass_expires_at: Option<String>,
     /// `pre_queue`, `waiting`, `admitted` or `expired`.
     #[cfg_attr(not(target_arch = "wasm32"), schema(value_type = String))]
@@ -115,24 +118,7 @@ impl QueueAnswer {
     }
 
     pub fn reply(&self) -> Reply {
-        // Built as a `serde_json::Value` (no `Serialize` of its own: a smaller Worker); `pass`
-        // and `pass_expires_at` only when admitted.
-        let mut body = serde_json::json!({
-            "position": self.position,
-            "admitted": self.admitted,
-            "estimated_wait_secs": self.estimated_wait_secs,
-            "phase": self.phase,
-            "retry_after_secs": self.retry_after_secs,
-            "receipt": self.receipt,
-            "joined_at": self.joined_at,
-        });
-        if let (Some(map), Some(pass), Some(expires)) =
-            (body.as_object_mut(), &self.pass, &self.pass_expires_at)
-        {
-            map.insert("pass".into(), pass.as_str().into());
-            map.insert("pass_expires_at".into(), expires.as_str().into());
-        }
-        let body = body.to_string();
+        let body = serde_json::to_string(self).unwrap_or_else(|_| "{}".into());
         Reply::json(200, body)
             .with_header("cache-control", "private, no-store")
             .with_header("retry-after", self.retry_after_secs.to_string())

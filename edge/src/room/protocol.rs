@@ -2,6 +2,8 @@
 //! the Durable Object `fetch`). Shards: [`JOIN_PATH`], [`MEMBER_PATH`], [`PULL_PATH`]; the
 //! coordinator: [`STATE_PATH`]; both: [`STATS_PATH`].
 
+use serde::Serialize;
+
 pub const JOIN_PATH: &str = "/join";
 pub const MEMBER_PATH: &str = "/member";
 pub const PULL_PATH: &str = "/pull";
@@ -202,7 +204,7 @@ impl PullReply {
 // `RoomState::encode` (compact text, no serde).
 
 /// One object's request counters (between the objects as `requests;peak`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct ObjectStats {
     pub name: String,
@@ -211,7 +213,7 @@ pub struct ObjectStats {
 }
 
 /// `GET /v1/queue/{sku}/stats` (built by the coordinator, passed on as text by the worker).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct RoomStats {
     pub joined: u64,

@@ -593,32 +593,7 @@ impl DurableObject for RoomCoordinator {
                 }
                 Response::ok(state)
             }
-            STATS_PATH => {
-                // As a `serde_json::Value` (no `Serialize` of its own: a smaller Worker).
-                let st = self.stats().await?;
-                let objects: Vec<serde_json::Value> = st
-                    .objects
-                    .iter()
-                    .map(|o| {
-                        serde_json::json!({
-                            "name": o.name,
-                            "requests": o.requests,
-                            "peak_requests_per_sec": o.peak_requests_per_sec,
-                        })
-                    })
-                    .collect();
-                Response::ok(
-                    serde_json::json!({
-                        "joined": st.joined,
-                        "admitted": st.admitted,
-                        "admit_per_minute": st.admit_per_minute,
-                        "measured_per_minute": st.measured_per_minute,
-                        "started": st.started,
-                        "objects": objects,
-                    })
-                    .to_string(),
-                )
-            }
+            STATS_PATH => Response::from_json(&self.stats().await?),
             _ => Response::error("not found", 404),
         }
     }
