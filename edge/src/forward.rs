@@ -432,6 +432,7 @@ mod tests {
             starts_at: None,
             ends_at: None,
             paused: false,
+            waiting_room: None,
         };
         let warm = SkuFacts::from_warmup(&view, 5_000);
         for (status, body) in [(201, created), (409, sold.as_str())] {
@@ -534,6 +535,7 @@ mod tests {
             raised_ms: Some(1_000),
             viewed_ms: Some(1_000),
             schedule: None,
+            room: None,
         };
         let created = |remaining: i64| format!(r#"{{"order_id":"o","remaining":{remaining}}}"#);
         let learned = |bound, remaining| {

@@ -1,0 +1,334 @@
+//! Messages between the worker, the room's shard objects and its coordinator object (JSON over
+//! the Durable Object `fetch`). Shards: [`JOIN_PATH`], [`MEMBER_PATH`], [`PULL_PATH`]; the
+//! coordinator: [`STATE_PATH`]; both: [`STATS_PATH`].
+
+use serde::Serialize;
+
+pub const JOIN_PATH: &str = "/join";
+pub const MEMBER_PATH: &str = "/member";
+pub const PULL_PATH: &str = "/pull";
+pub const STATE_PATH: &str = "/state";
+pub const STATS_PATH: &str = "/stats";
+
+/// Worker → shard: `user` joins with `ticket` (kept as it is if already there), or, without a
+/// ticket, where is `user`? The answer is [`Member::encode`]. Every message between the room's
+/// objects is compact text (`encode` / `decode`), not JSON: a smaller Worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRequest {
+    pub shard: u32,
+    pub user: String,
+    pub ticket: Option<u64>,
+    pub starts_ms: Option<i64>,
+}
+
+fn parse_opt<T: std::str::FromStr>(s: &str) -> Option<Option<T>> {
+    if s == "-" {
+        Some(None)
+    } else {
+        s.parse().ok().map(Some)
+    }
+}
+
+impl MemberRequest {
+    /// `shard;user;ticket|-;starts_ms|-` (user ids have no `;`).
+    pub fn encode(&self) -> String {
+        format!(
+            "{};{};{};{}",
+            self.shard,
+            self.user,
+            opt(self.ticket),
+            opt(self.starts_ms)
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 4 {
+            return None;
+        }
+        Some(Self {
+            shard: f[0].parse().ok()?,
+            user: f[1].to_owned(),
+            ticket: parse_opt(f[2])?,
+            starts_ms: parse_opt(f[3])?,
+        })
+    }
+}
+
+/// A member as its shard knows it; on the wire as [`Member::encode`] (`-`: never joined).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub shard: u32,
+    pub rank: Option<u64>,
+    pub join_ms: i64,
+    pub pre: bool,
+    pub admitted_ms: Option<i64>,
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+impl Member {
+    /// `shard;rank|-;join_ms;pre;admitted_ms|-`, or `-` for none.
+    pub fn encode(member: Option<&Self>) -> String {
+        member.map_or_else(
+            || "-".to_owned(),
+            |m| {
+                format!(
+                    "{};{};{};{};{}",
+                    m.shard,
+                    opt(m.rank),
+                    m.join_ms,
+                    u8::from(m.pre),
+                    opt(m.admitted_ms)
+                )
+            },
+        )
+    }
+
+    /// `None`: not a member's text; `Some(None)`: never joined.
+    pub fn decode(text: &str) -> Option<Option<Self>> {
+        if text == "-" {
+            return Some(None);
+        }
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 5 {
+            return None;
+        }
+        let opt = |s: &str| -> Option<Option<i64>> {
+            if s == "-" {
+                Some(None)
+            } else {
+                s.parse().ok().map(Some)
+            }
+        };
+        Some(Some(Self {
+            shard: f[0].parse().ok()?,
+            rank: opt(f[1])?.and_then(|r| u64::try_from(r).ok()),
+            join_ms: f[2].parse().ok()?,
+            pre: f[3] == "1",
+            admitted_ms: opt(f[4])?,
+        }))
+    }
+}
+
+/// Coordinator → shard, once per tick: record these admissions (rank, instant), then list the
+/// next members from `from_rank` (at most `limit`; post-start ones only if they joined before
+/// `horizon_ms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub shard: u32,
+    pub starts_ms: Option<i64>,
+    pub admissions: Vec<(u64, i64)>,
+    pub from_rank: u64,
+    pub limit: usize,
+    pub horizon_ms: i64,
+}
+
+impl PullRequest {
+    /// `shard;starts_ms|-;from_rank;limit;horizon_ms;rank:ms,…`.
+    pub fn encode(&self) -> String {
+        let admissions: Vec<String> = self
+            .admissions
+            .iter()
+            .map(|(r, ms)| format!("{r}:{ms}"))
+            .collect();
+        format!(
+            "{};{};{};{};{};{}",
+            self.shard,
+            opt(self.starts_ms),
+            self.from_rank,
+            self.limit,
+            self.horizon_ms,
+            admissions.join(",")
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 6 {
+            return None;
+        }
+        let admissions = f[5]
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                let (r, ms) = a.split_once(':')?;
+                Some((r.parse().ok()?, ms.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            shard: f[0].parse().ok()?,
+            starts_ms: parse_opt(f[1])?,
+            from_rank: f[2].parse().ok()?,
+            limit: f[3].parse().ok()?,
+            horizon_ms: f[4].parse().ok()?,
+            admissions,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullReply {
+    /// `super::order::Head::encode` of each.
+    pub heads: Vec<String>,
+    pub joined: u64,
+    pub pre_joined: u64,
+}
+
+impl PullReply {
+    /// `joined;pre_joined`, then one head per line.
+    pub fn encode(&self) -> String {
+        let mut out = format!("{};{}", self.joined, self.pre_joined);
+        for h in &self.heads {
+            out.push('\n');
+            out.push_str(h);
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        let (joined, pre_joined) = lines.next()?.split_once(';')?;
+        Some(Self {
+            joined: joined.parse().ok()?,
+            pre_joined: pre_joined.parse().ok()?,
+            heads: lines.map(str::to_owned).collect(),
+        })
+    }
+}
+
+// Worker → coordinator (`STATE_PATH`): the room's state, with the room's setting (which the
+// coordinator keeps) in the body as `sku\n` + `RoomConfig::encode`; the answer is
+// `RoomState::encode` (compact text, no serde).
+
+/// One object's request counters (between the objects as `requests;peak`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
+pub struct ObjectStats {
+    pub name: String,
+    pub requests: u64,
+    pub peak_requests_per_sec: u64,
+}
+
+/// `GET /v1/queue/{sku}/stats` (built by the coordinator, passed on as text by the worker).
+#[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
+pub struct RoomStats {
+    pub joined: u64,
+    pub admitted: u64,
+    pub admit_per_minute: u32,
+    pub measured_per_minute: u32,
+    pub started: bool,
+    pub objects: Vec<ObjectStats>,
+}
+
+/// Requests per second of one object: the current second's count and the peak.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestMeter {
+    pub requests: u64,
+    pub second: i64,
+    pub in_second: u64,
+    pub peak: u64,
+}
+
+impl RequestMeter {
+    /// Counts one request at `now_ms`.
+    pub fn count(&mut self, now_ms: i64) {
+        let second = now_ms.div_euclid(1_000);
+        if second != self.second {
+            self.second = second;
+            self.in_second = 0;
+        }
+        self.requests += 1;
+        self.in_second += 1;
+        self.peak = self.peak.max(self.in_second);
+    }
+
+    pub fn stats(&self, name: &str) -> ObjectStats {
+        ObjectStats {
+            name: name.to_owned(),
+            requests: self.requests,
+            peak_requests_per_sec: self.peak,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_as_text() {
+        let m = MemberRequest {
+            shard: 31,
+            user: "user:a@b.c-1".into(),
+            ticket: Some(u64::MAX),
+            starts_ms: None,
+        };
+        assert_eq!(MemberRequest::decode(&m.encode()), Some(m.clone()));
+        let m = MemberRequest {
+            ticket: None,
+            starts_ms: Some(5),
+            ..m
+        };
+        assert_eq!(MemberRequest::decode(&m.encode()), Some(m));
+        let p = PullRequest {
+            shard: 2,
+            starts_ms: Some(9),
+            admissions: vec![(1, 10), (2, 20)],
+            from_rank: 3,
+            limit: 300,
+            horizon_ms: 1_000,
+        };
+        assert_eq!(PullRequest::decode(&p.encode()), Some(p.clone()));
+        let p = PullRequest {
+            admissions: vec![],
+            starts_ms: None,
+            ..p
+        };
+        assert_eq!(PullRequest::decode(&p.encode()), Some(p));
+        let r = PullReply {
+            heads: vec!["1,0,5,0,0,u".into(), "2,1,0,7,3,".into()],
+            joined: 9,
+            pre_joined: 4,
+        };
+        assert_eq!(PullReply::decode(&r.encode()), Some(r.clone()));
+        let r = PullReply { heads: vec![], ..r };
+        assert_eq!(PullReply::decode(&r.encode()), Some(r));
+        assert_eq!(PullReply::decode("x"), None);
+        assert_eq!(MemberRequest::decode("1;u;-"), None);
+    }
+
+    #[test]
+    fn members_round_trip_as_text() {
+        let m = Member {
+            shard: 3,
+            rank: None,
+            join_ms: 1_796_119_200_000,
+            pre: true,
+            admitted_ms: None,
+        };
+        assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
+        let m = Member {
+            rank: Some(7),
+            admitted_ms: Some(5),
+            pre: false,
+            ..m
+        };
+        assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
+        assert_eq!(Member::decode(&Member::encode(None)), Some(None));
+        assert_eq!(Member::decode("1;2"), None);
+    }
+
+    #[test]
+    fn the_meter_keeps_the_peak_second() {
+        let mut m = RequestMeter::default();
+        for ms in [0, 10, 999, 1_000, 2_500, 2_501, 2_502, 2_999] {
+            m.count(ms);
+        }
+        assert_eq!((m.requests, m.peak), (8, 4));
+        assert_eq!(m.stats("x").peak_requests_per_sec, 4);
+    }
+}
