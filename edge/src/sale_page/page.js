@@ -53,6 +53,7 @@
   let room = null;          // the view's waiting_room, when the sale has one
   let line = null;          // the last place in line: { position, admitted, estimated_wait_secs }
   let joined = false;       // this page joined (then it polls with GET)
+  let receipt = "";         // the join receipt: sent back with each poll, the edge answers it alone
   let queueTimer = 0, queueBusy = false, admitted = false;
   let parked = null;        // an intent that waits for the shopper's turn (resumed without a pass)
 
@@ -110,11 +111,13 @@
     if (p) sessionStorage.removeItem(PASS);
     return null;
   }
-  const keepPass = (pass) => {
+  // Usable until `pass_expires_at` (else `pass_secs` from now), on the edge's clock.
+  const keepPass = (pass, expiresAt) => {
     const old = readPass();
     if (old && old.pass === pass) return;
     const secs = room && room.pass_secs > 0 ? room.pass_secs : 60;
-    sessionStorage.setItem(PASS, JSON.stringify({ pass, until: edgeNow() + secs * 1000 }));
+    const until = Date.parse(expiresAt || "") || edgeNow() + secs * 1000;
+    sessionStorage.setItem(PASS, JSON.stringify({ pass, until }));
   };
   const minutes = (secs) => secs < 60 ? "less than a minute" : secs < 90 ? "about 1 minute" : "about " + Math.round(secs / 60) + " minutes";
 
@@ -125,6 +128,7 @@
     else if (pass) { text = "It is your turn: buy before " + atMs(pass.until) + "."; st = "admitted"; }
     else if (closed) { st = "closed"; }
     else if (!line) { text = "Joining the line…"; st = "joining"; }
+    else if (line.phase === "expired") { text = "Your turn to buy has ended."; st = "expired"; }
     else if (view.starts_at && edgeNow() < Date.parse(view.starts_at)) {
       text = "You are in line. At the start, everyone who joined before it gets a place drawn at random.";
       st = "prequeue";
@@ -146,15 +150,21 @@
     let next = 5;
     const path = "/v1/queue/" + encodeURIComponent(sku);
     try {
-      let { res, json } = await call(joined ? "GET" : "POST", path, {});
-      if (json.code === "not_in_queue") { joined = false; ({ res, json } = await call("POST", path, {})); }
+      let { res, json } = await call(joined ? "GET" : "POST", path, joined && receipt ? { "flashgate-queue-receipt": receipt } : {});
+      if (json.code === "not_in_queue") { joined = false; receipt = ""; ({ res, json } = await call("POST", path, {})); }
       const hinted = res.headers.get("retry-after");
       next = hinted ? retryAfter(res) : 5;
       if (res.status === 200 && typeof json.position === "number") {
         joined = true;
         line = json;
+        if (typeof json.receipt === "string") receipt = json.receipt;
+        if (json.phase === "expired") {
+          // The turn was had and is over: nothing to wait for; a parked intent ends here.
+          next = 0;
+          if (parked) { parked = null; finish("Your turn to buy has ended.", "bad", "expired", false); }
+        }
         if (json.admitted && typeof json.pass === "string") {
-          keepPass(json.pass);
+          keepPass(json.pass, json.pass_expires_at);
           if (!admitted) {
             admitted = true;
             if (pending === null && parked === null && !closed) say("It is your turn: you can buy now.", "ok", "admitted");
@@ -164,7 +174,7 @@
         if (starts > 0) next = Math.min(next, starts / 1000 + Math.random() * 2);
         else if (!json.admitted) next = Math.min(next, Math.max(1, json.estimated_wait_secs || 0));
       } else if (json.code === "no_waiting_room") {
-        room = null; line = null; joined = false;
+        room = null; line = null; joined = false; receipt = "";
       } else if (json.code === "unauthenticated") {
         say("Please sign in again: your session is missing or has expired.", "bad", "unauthenticated");
         next = 0;
@@ -189,7 +199,7 @@
     if (!r && had && room.learned) return; // a 403 not_admitted knows better than a cached view
     room = r;
     if (r && !had) queueStep();
-    if (!r && had) { clearTimeout(queueTimer); line = null; joined = false; admitted = false; }
+    if (!r && had) { clearTimeout(queueTimer); line = null; joined = false; receipt = ""; admitted = false; }
   }
 
   async function loadView() {
