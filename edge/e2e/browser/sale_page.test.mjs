@@ -415,7 +415,7 @@ describe("the sale schedule on the page", () => {
 });
 
 /** `POST /v1/queue/{sku}` through the edge as `user` (a shopper joining the waiting room). */
-async function join(sku, user) {
+async function joinLine(sku, user) {
   const r = await fetch(`${stack.edgeUrl}/v1/queue/${sku}`, { method: "POST", headers: { authorization: `Bearer ${tokenFor(user)}` } });
   const body = await r.text();
   assert.equal(r.status, 200, `join ${sku} as ${user}: ${body}`);
@@ -436,7 +436,7 @@ describe("the sale page with a waiting room", () => {
     const sku = await putSale(unique("ROOM"), { stock: 10, starts_at: startsAt, waiting_room: { admit_per_minute: 60, pass_secs: 120 } });
     await warm(sku);
     await sleep(Date.parse(startsAt) + 1_000 - Date.now());
-    for (let i = 0; i < 5; i += 1) await join(sku, unique("ahead"));
+    for (let i = 0; i < 5; i += 1) await joinLine(sku, unique("ahead"));
     const lines = [];
     const { page, context, purchases } = await open(sku, {
       beforeLoad: (p) => p.on("response", async (r) => {
@@ -476,7 +476,7 @@ describe("the sale page with a waiting room", () => {
     // One admission per minute, and another shopper took the first.
     await putSale(sku, { stock: 10, waiting_room: { admit_per_minute: 1, pass_secs: 60 } });
     await warm(sku);
-    await join(sku, unique("first"));
+    await joinLine(sku, unique("first"));
     await page.click("#buy");
     const words = await finalState(page, "not_admitted");
     assert.match(words, /^Not your turn yet: you can buy once you are admitted from the line\.( You are number \d+ in line\.)?$/);
