@@ -355,6 +355,7 @@ mod tests {
             starts_at: None,
             ends_at: None,
             paused: false,
+            waiting_room: None,
         };
         let warm = SkuFacts::from_warmup(&view, 5_000);
         for (status, body) in [(201, created), (409, sold.as_str())] {

@@ -147,6 +147,7 @@ fn openapi_json() {}
         shared::PurchaseRequest,
         shared::PurchaseResponse,
         shared::SkuView,
+        shared::WaitingRoom,
         shared::OrderView,
         shared::OrderStatus,
         shared::Problem,

@@ -36,7 +36,7 @@
 //! a bound that is too high only costs origin calls.
 
 use serde::{Deserialize, Serialize};
-use shared::{ErrorCode, Schedule, SkuView};
+use shared::{ErrorCode, Schedule, SkuView, WaitingRoom};
 
 /// What the edge knows about one SKU's sale.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +61,25 @@ pub struct SkuFacts {
     /// `sale_ended` / `sale_paused` answer), if known; `crate::schedule` answers from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// The sale's waiting room as the last origin view showed it; `None`: no view folded in yet
+    /// (facts cached before it existed, or learned from purchase answers only), so the purchase
+    /// path asks for the view before deciding whether a pass is needed (`crate::room`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomFact>,
+}
+
+/// Whether a sale has a waiting room, as an origin view showed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomFact {
+    pub waiting_room: Option<WaitingRoom>,
+}
+
+impl RoomFact {
+    pub fn of(view: &SkuView) -> Self {
+        Self {
+            waiting_room: view.waiting_room,
+        }
+    }
 }
 
 impl SkuFacts {
@@ -72,6 +91,7 @@ impl SkuFacts {
             raised_ms: Some(now_ms),
             viewed_ms: Some(now_ms),
             schedule: Some(view.schedule()),
+            room: Some(RoomFact::of(view)),
         }
     }
 
@@ -98,16 +118,22 @@ impl SkuFacts {
                 raised_ms: Some(now_ms),
                 viewed_ms: Some(now_ms),
                 schedule: Some(view.schedule()),
+                room: Some(RoomFact::of(view)),
             };
         }
         if !current {
-            return self;
+            // An older view still tells whether there is a room, when nothing else did.
+            return Self {
+                room: self.room.or(Some(RoomFact::of(view))),
+                ..self
+            };
         }
         Self {
             stock_bound: Some(stock),
             max_per_user: Some(cap),
             viewed_ms: Some(now_ms),
             schedule: Some(view.schedule()),
+            room: Some(RoomFact::of(view)),
             ..self
         }
     }
@@ -223,6 +249,7 @@ mod tests {
             starts_at: None,
             ends_at: None,
             paused: false,
+            waiting_room: None,
         }
     }
 
@@ -265,6 +292,7 @@ mod tests {
                 raised_ms: Some(3_000),
                 viewed_ms: Some(3_000),
                 schedule: Some(Schedule::default()),
+                room: Some(RoomFact { waiting_room: None }),
             }
         );
         // Less stock, requested after the last raise: lowers, and is not a raise.

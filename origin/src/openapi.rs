@@ -26,6 +26,7 @@ use utoipa::OpenApi;
         shared::PurchaseResponse,
         shared::SkuView,
         shared::SkuUpsert,
+        shared::WaitingRoom,
         shared::Problem,
         shared::ErrorCode,
         shared::OrderView,

@@ -5,6 +5,7 @@
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
 //! - [`orders`]: order states, the order view and the refund body.
 //! - [`schedule`]: a sale's schedule (`Timestamp`, `Schedule`) and whether it is open at `now`.
+//! - [`room`]: a sale's waiting room setting (`WaitingRoom`).
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
 //! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
 //!   origin verifies.
@@ -19,6 +20,7 @@ pub mod domain;
 pub mod headers;
 pub mod orders;
 pub mod problem;
+pub mod room;
 pub mod schedule;
 pub mod secrets;
 pub mod signing;
@@ -27,6 +29,7 @@ pub mod wire;
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};
+pub use room::WaitingRoom;
 pub use schedule::{Closed, PAUSED_RETRY_AFTER_SECS, Schedule, Timestamp, Update};
 pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
 pub use wire::{PurchaseRequest, PurchaseResponse, ScheduleUpdate, SkuPut, SkuUpsert, SkuView};

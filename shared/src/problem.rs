@@ -59,6 +59,14 @@ pub enum ErrorCode {
     SaleEnded,
     /// 409: the sale is paused (`Retry-After`). Not stored with the key.
     SalePaused,
+    /// 403 (edge): a purchase of a SKU with a waiting room without a valid `Flashgate-Pass`
+    /// (missing, forged, expired, another shopper's or another SKU's). The problem carries
+    /// `position` (the place in line, or `null` when not in the queue) and `Retry-After`.
+    NotAdmitted,
+    /// 409 (edge): `/v1/queue/{sku}` of a SKU whose sale has no waiting room.
+    NoWaitingRoom,
+    /// 404 (edge): `GET /v1/queue/{sku}` of a shopper who never joined that queue.
+    NotInQueue,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
     Unavailable,
     /// 500: a bug. Never caused by client input or a failing dependency.
@@ -91,6 +99,9 @@ impl ErrorCode {
             Self::NotStarted => "not_started",
             Self::SaleEnded => "sale_ended",
             Self::SalePaused => "sale_paused",
+            Self::NotAdmitted => "not_admitted",
+            Self::NoWaitingRoom => "no_waiting_room",
+            Self::NotInQueue => "not_in_queue",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -100,8 +111,8 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
-            Self::CsrfRejected => 403,
-            Self::UnknownSku | Self::NotFound | Self::OrderNotFound => 404,
+            Self::CsrfRejected | Self::NotAdmitted => 403,
+            Self::UnknownSku | Self::NotFound | Self::OrderNotFound | Self::NotInQueue => 404,
             Self::MethodNotAllowed => 405,
             Self::SoldOut
             | Self::PurchaseLimit
@@ -109,7 +120,8 @@ impl ErrorCode {
             | Self::OrderState
             | Self::NotStarted
             | Self::SaleEnded
-            | Self::SalePaused => 409,
+            | Self::SalePaused
+            | Self::NoWaitingRoom => 409,
             Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::IdempotencyKeyReused => 422,
@@ -145,6 +157,9 @@ impl ErrorCode {
             Self::NotStarted => "Sale not started",
             Self::SaleEnded => "Sale ended",
             Self::SalePaused => "Sale paused",
+            Self::NotAdmitted => "Not admitted from the waiting room",
+            Self::NoWaitingRoom => "No waiting room for this sale",
+            Self::NotInQueue => "Not in the queue",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -254,6 +269,9 @@ mod tests {
             ErrorCode::NotStarted,
             ErrorCode::SaleEnded,
             ErrorCode::SalePaused,
+            ErrorCode::NotAdmitted,
+            ErrorCode::NoWaitingRoom,
+            ErrorCode::NotInQueue,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

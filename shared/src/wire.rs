@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::domain::{DomainError, Quantity, Sku};
+use crate::room::WaitingRoom;
 use crate::schedule::{Schedule, Timestamp, Update};
 
 /// Why a JSON body is not acceptable (always a 400 `invalid_request`).
@@ -107,6 +108,11 @@ pub struct SkuView {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub paused: bool,
+    /// The sale's waiting room, or `null`: none (purchases need no pass). Always present in what
+    /// the origin writes; absent parses as `null` (views cached before it).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub waiting_room: Option<WaitingRoom>,
 }
 
 impl SkuView {
@@ -145,6 +151,11 @@ pub struct SkuUpsert {
     /// Pause (`true`) or resume (`false`) the sale. Absent: keep (not paused for a new SKU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+    /// The sale's waiting room (`{"admit_per_minute": 1..=1000000, "pass_secs": 1..=86400}`).
+    /// Absent: keep the stored setting (none for a new SKU); `null`: no waiting room.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<WaitingRoom>))]
+    #[serde(skip_serializing_if = "Update::is_keep")]
+    pub waiting_room: Update<WaitingRoom>,
 }
 
 /// The schedule fields of an admin `PUT` (all optional): absent keeps the stored value, `null`
@@ -154,6 +165,8 @@ pub struct ScheduleUpdate {
     pub starts_at: Update<Timestamp>,
     pub ends_at: Update<Timestamp>,
     pub paused: Option<bool>,
+    /// `waiting_room`: absent keeps, `null` disables.
+    pub waiting_room: Update<WaitingRoom>,
 }
 
 impl ScheduleUpdate {
@@ -199,6 +212,19 @@ impl ScheduleUpdate {
                 });
             }
         };
+        let waiting_room = match map.get("waiting_room") {
+            None => Update::Keep,
+            Some(Value::Null) => Update::Clear,
+            Some(Value::Object(room)) => Update::Set(waiting_room(room)?),
+            Some(_) => {
+                return Err(BodyError::Field {
+                    field: "waiting_room",
+                    reason:
+                        "must be an object {\"admit_per_minute\": int, \"pass_secs\": int} or null"
+                            .into(),
+                });
+            }
+        };
         if let (Update::Set(start), Update::Set(end)) = (starts_at, ends_at) {
             if end <= start {
                 return Err(BodyError::Field {
@@ -211,8 +237,38 @@ impl ScheduleUpdate {
             starts_at,
             ends_at,
             paused,
+            waiting_room,
         })
     }
+}
+
+/// The members of a `waiting_room` object; a bad one is named `waiting_room.<member>`.
+fn waiting_room(room: &serde_json::Map<String, Value>) -> Result<WaitingRoom, BodyError> {
+    let int = |key: &str, field: &'static str, max: u32| -> Result<u32, BodyError> {
+        let bad = || BodyError::Field {
+            field,
+            reason: format!("must be a JSON integer in 1..={max}"),
+        };
+        let v = room.get(key).ok_or(BodyError::Missing(field))?;
+        match v.as_u64() {
+            Some(n) if (1..=u64::from(max)).contains(&n) => u32::try_from(n).map_err(|_| bad()),
+            _ => Err(bad()),
+        }
+    };
+    let admit_per_minute = int(
+        "admit_per_minute",
+        "waiting_room.admit_per_minute",
+        WaitingRoom::MAX_ADMIT_PER_MINUTE,
+    )?;
+    let pass_secs = int(
+        "pass_secs",
+        "waiting_room.pass_secs",
+        WaitingRoom::MAX_PASS_SECS,
+    )?;
+    Ok(WaitingRoom {
+        admit_per_minute,
+        pass_secs,
+    })
 }
 
 /// What a `PUT /v1/admin/skus/{sku}` body asks for.
@@ -220,7 +276,7 @@ impl ScheduleUpdate {
 pub enum SkuPut {
     /// Create or replace the sale (a new generation), with any schedule fields.
     Sale(SkuUpsert),
-    /// Only schedule fields (`starts_at`, `ends_at`, `paused`) and none of the sale's: change
+    /// Only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`) and none of the sale's: change
     /// the schedule of an existing SKU, nothing else (no new generation, stock untouched).
     Schedule(ScheduleUpdate),
 }
@@ -234,7 +290,7 @@ impl SkuPut {
     pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
         let map = object(body)?;
         let schedule_only = !Self::SALE_FIELDS.iter().any(|f| map.contains_key(*f))
-            && ["starts_at", "ends_at", "paused"]
+            && ["starts_at", "ends_at", "paused", "waiting_room"]
                 .iter()
                 .any(|f| map.contains_key(*f));
         if schedule_only {
@@ -262,6 +318,7 @@ impl SkuUpsert {
             starts_at: self.starts_at,
             ends_at: self.ends_at,
             paused: self.paused,
+            waiting_room: self.waiting_room,
         }
     }
 
@@ -317,6 +374,7 @@ impl SkuUpsert {
             starts_at: schedule.starts_at,
             ends_at: schedule.ends_at,
             paused: schedule.paused,
+            waiting_room: schedule.waiting_room,
         })
     }
 }
@@ -344,6 +402,7 @@ mod tests {
                 starts_at: Update::Set(Timestamp::parse("2026-12-01T10:00:00Z").expect("ts")),
                 ends_at: Update::Clear,
                 paused: Some(true),
+                waiting_room: Update::Keep,
             }
         );
         assert_eq!(
@@ -388,6 +447,84 @@ mod tests {
             (&json["starts_at"], &json["ends_at"], &json["paused"]),
             (&Value::Null, &Value::Null, &Value::Bool(false))
         );
+    }
+
+    #[test]
+    fn waiting_room_keeps_disables_or_sets_and_bad_values_name_the_member() {
+        let sale = r#""name":"S","price_cents":0,"stock":1,"max_per_user":1"#;
+        let put = |b: &str| SkuPut::from_json(b.as_bytes());
+        let Ok(SkuPut::Sale(full)) = put(&format!(
+            r#"{{{sale},"waiting_room":{{"admit_per_minute":600,"pass_secs":120}}}}"#
+        )) else {
+            panic!("a sale with a room")
+        };
+        assert_eq!(
+            full.waiting_room,
+            Update::Set(WaitingRoom {
+                admit_per_minute: 600,
+                pass_secs: 120
+            })
+        );
+        assert_eq!(
+            put(r#"{"waiting_room":null}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                waiting_room: Update::Clear,
+                ..ScheduleUpdate::default()
+            }))
+        );
+        assert_eq!(
+            put(r#"{"waiting_room":{"admit_per_minute":1000000,"pass_secs":86400}}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                waiting_room: Update::Set(WaitingRoom {
+                    admit_per_minute: 1_000_000,
+                    pass_secs: 86_400
+                }),
+                ..ScheduleUpdate::default()
+            }))
+        );
+        for (bad, field) in [
+            (r#"{"waiting_room":true}"#, "waiting_room"),
+            (
+                r#"{"waiting_room":{"pass_secs":60}}"#,
+                "waiting_room.admit_per_minute",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":0,"pass_secs":60}}"#,
+                "waiting_room.admit_per_minute",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":1000001,"pass_secs":60}}"#,
+                "waiting_room.admit_per_minute",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":1.5,"pass_secs":60}}"#,
+                "waiting_room.admit_per_minute",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":0}}"#,
+                "waiting_room.pass_secs",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":86401}}"#,
+                "waiting_room.pass_secs",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":"60"}}"#,
+                "waiting_room.pass_secs",
+            ),
+        ] {
+            let e = put(bad).expect_err(bad);
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+            let with_sale = bad.replacen('{', &format!("{{{sale},"), 1);
+            assert!(put(&with_sale).is_err(), "{with_sale}");
+        }
+        let old: SkuView = serde_json::from_str(
+            r#"{"sku":"A","name":"S","price_cents":1,"stock":2,"max_per_user":1}"#,
+        )
+        .expect("old view");
+        assert_eq!(old.waiting_room, None);
+        let json = serde_json::to_value(&old).expect("json");
+        assert_eq!(json["waiting_room"], Value::Null);
     }
 
     #[test]

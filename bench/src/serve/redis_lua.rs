@@ -444,6 +444,7 @@ async fn put_sku(
                 starts_at: None,
                 ends_at: None,
                 paused: false,
+                waiting_room: None,
             };
             let body = serde_json::to_string(&view).unwrap_or_default();
             let mut res = (StatusCode::OK, body).into_response();

@@ -1,7 +1,7 @@
 //! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required). Checks
 //! in order: admin token (before any body byte is read), body size and deadline, SKU, body.
 //!
-//! A body naming only schedule fields (`starts_at`, `ends_at`, `paused`) changes the schedule of
+//! A body naming only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`) changes the schedule of
 //! an existing SKU and nothing else (404 `unknown_sku` if there is none); any other body is a sale
 //! and starts a new sale generation, keeping the schedule fields it does not name.
 //!
@@ -35,16 +35,20 @@ use crate::{auth, body, store};
 /// `404 unknown_sku` when there is no such SKU. Purchases before `starts_at` answer
 /// `409 not_started`, from `ends_at` on `409 sale_ended`, while paused `409 sale_paused`.
 ///
+/// `waiting_room` (`{"admit_per_minute": 1..=1000000, "pass_secs": 1..=86400}`) is optional
+/// too: absent keeps it, `null` disables it. The origin only stores it and shows it in the view;
+/// the edge runs the room (`POST /v1/queue/{sku}`) and refuses purchases without its pass.
+///
 /// A restock (an existing SKU, stock > 0) answers about one second after it is stored: once it
 /// answers, every origin process sells from the new stock.
 #[utoipa::path(
     put, path = "/v1/admin/skus/{sku}", tag = "admin",
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
-    request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`), which changes only the schedule of an existing SKU"),
+    request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`, `waiting_room`), which changes only the schedule of an existing SKU"),
     security(("admin_token" = [])),
     responses(
         (status = 200, body = shared::SkuView),
-        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`: a schedule-only body for a SKU with no sale", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`: checked before the body is read, so it comes at once", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
@@ -71,7 +75,7 @@ pub(crate) async fn put_sku(
             // stock changes; batches read the schedule under the row lock.
             return match store::update_schedule(&app.pool, &sku, &change).await {
                 Ok(Some(view)) => {
-                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, "sku schedule changed");
+                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, "sku schedule changed");
                     Ok(Json(view))
                 }
                 Ok(None) => Err(ApiError::new(
@@ -98,7 +102,7 @@ pub(crate) async fn put_sku(
         .knowledge()
         .learn_state(&sku, observed_at, Some(state), &app.pool)
         .await;
-    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, "sku sale replaced");
+    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, "sku sale replaced");
     if generation > 1 && view.stock > 0 {
         // A restock reopens the sale everywhere: wait out every process's knowledge of the
         // earlier generation (see the module docs). A new SKU has no earlier generation.

@@ -3,6 +3,9 @@
 //! (`GET /v1/skus/{sku}`, [`get_sku`]), which carries the schedule. Reached from `routes::admin`
 //! and `routes::skus`.
 //!
+//! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`) is a
+//! schedule field like the others: absent keeps, `null` disables; the edge runs the room.
+//!
 //! Schedule fields follow [`shared::Update`]: absent keeps the stored value (so a restock keeps
 //! the schedule), `null` clears it. The merged schedule must have `ends_at` after `starts_at`: the
 //! `skus_schedule_order` check refuses anything else ([`CatalogueError::ScheduleOrder`], nothing
@@ -10,7 +13,7 @@
 //! the row after the change commits decides with the new schedule — on every origin process.
 
 use chrono::{DateTime, Utc};
-use shared::{ScheduleUpdate, Sku, SkuUpsert, SkuView, Timestamp, Update};
+use shared::{ScheduleUpdate, Sku, SkuUpsert, SkuView, Timestamp, Update, WaitingRoom};
 use sqlx::PgPool;
 
 use super::StoreError;
@@ -63,6 +66,17 @@ fn update_params(update: Update<Timestamp>) -> (bool, Option<DateTime<Utc>>) {
     }
 }
 
+/// A [`WaitingRoom`] update as three query parameters: whether to keep the stored setting, and
+/// the new columns (both null: no room).
+fn room_params(update: Update<WaitingRoom>) -> (bool, Option<i32>, Option<i32>) {
+    let column = |n: u32| i32::try_from(n).ok();
+    match update {
+        Update::Keep => (true, None, None),
+        Update::Clear => (false, None, None),
+        Update::Set(room) => (false, column(room.admit_per_minute), column(room.pass_secs)),
+    }
+}
+
 struct SkuRow {
     sku: String,
     name: String,
@@ -72,6 +86,8 @@ struct SkuRow {
     starts_at: Option<DateTime<Utc>>,
     ends_at: Option<DateTime<Utc>>,
     paused: bool,
+    room_admit_per_minute: Option<i32>,
+    room_pass_secs: Option<i32>,
 }
 
 impl From<SkuRow> for SkuView {
@@ -85,6 +101,7 @@ impl From<SkuRow> for SkuView {
             starts_at: timestamp(r.starts_at),
             ends_at: timestamp(r.ends_at),
             paused: r.paused,
+            waiting_room: WaitingRoom::from_columns(r.room_admit_per_minute, r.room_pass_secs),
         }
     }
 }
@@ -108,6 +125,8 @@ struct UpsertRow {
     starts_at: Option<DateTime<Utc>>,
     ends_at: Option<DateTime<Utc>>,
     paused: bool,
+    room_admit_per_minute: Option<i32>,
+    room_pass_secs: Option<i32>,
     generation: i64,
     returns: i64,
 }
@@ -126,6 +145,7 @@ pub async fn upsert_sku(
         .map_or(0, |h| i32::try_from(h).unwrap_or(i32::MAX));
     let (keep_starts, starts_at) = update_params(sale.starts_at);
     let (keep_ends, ends_at) = update_params(sale.ends_at);
+    let (keep_room, room_rate, room_pass) = room_params(sale.waiting_room);
     loop {
         let mut tx = pool.begin().await?;
         let archived = sqlx::query!(
@@ -146,10 +166,12 @@ pub async fn upsert_sku(
                      starts_at = CASE WHEN $7 THEN starts_at ELSE $8 END,
                      ends_at = CASE WHEN $9 THEN ends_at ELSE $10 END,
                      paused = COALESCE($11, paused),
+                     room_admit_per_minute = CASE WHEN $12 THEN room_admit_per_minute ELSE $13 END,
+                     room_pass_secs = CASE WHEN $12 THEN room_pass_secs ELSE $14 END,
                      updated_at = now()
                  WHERE sku = $1
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           generation, returns",
+                           room_admit_per_minute, room_pass_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
@@ -161,6 +183,9 @@ pub async fn upsert_sku(
                 keep_ends,
                 ends_at,
                 sale.paused,
+                keep_room,
+                room_rate,
+                room_pass,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -170,11 +195,11 @@ pub async fn upsert_sku(
             sqlx::query_as!(
                 UpsertRow,
                 "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs,
-                                   starts_at, ends_at, paused)
-                 VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false))
+                                   starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs)
+                 VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11)
                  ON CONFLICT (sku) DO NOTHING
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           generation, returns",
+                           room_admit_per_minute, room_pass_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
@@ -184,6 +209,8 @@ pub async fn upsert_sku(
                 starts_at,
                 ends_at,
                 sale.paused,
+                room_rate,
+                room_pass,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -203,6 +230,10 @@ pub async fn upsert_sku(
                 starts_at: timestamp(row.starts_at),
                 ends_at: timestamp(row.ends_at),
                 paused: row.paused,
+                waiting_room: WaitingRoom::from_columns(
+                    row.room_admit_per_minute,
+                    row.room_pass_secs,
+                ),
             },
             generation: row.generation,
             returns: row.returns,
@@ -219,21 +250,28 @@ pub async fn update_schedule(
 ) -> Result<Option<SkuView>, CatalogueError> {
     let (keep_starts, starts_at) = update_params(change.starts_at);
     let (keep_ends, ends_at) = update_params(change.ends_at);
+    let (keep_room, room_rate, room_pass) = room_params(change.waiting_room);
     let row = sqlx::query_as!(
         SkuRow,
         "UPDATE skus SET
              starts_at = CASE WHEN $2 THEN starts_at ELSE $3 END,
              ends_at = CASE WHEN $4 THEN ends_at ELSE $5 END,
              paused = COALESCE($6, paused),
+             room_admit_per_minute = CASE WHEN $7 THEN room_admit_per_minute ELSE $8 END,
+             room_pass_secs = CASE WHEN $7 THEN room_pass_secs ELSE $9 END,
              updated_at = now()
          WHERE sku = $1
-         RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused",
+         RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
+                   room_admit_per_minute, room_pass_secs",
         sku.as_str(),
         keep_starts,
         starts_at,
         keep_ends,
         ends_at,
         change.paused,
+        keep_room,
+        room_rate,
+        room_pass,
     )
     .fetch_optional(pool)
     .await?;
@@ -244,7 +282,8 @@ pub async fn update_schedule(
 pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreError> {
     let row = sqlx::query_as!(
         SkuRow,
-        "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused
+        "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
+                room_admit_per_minute, room_pass_secs
          FROM skus WHERE sku = $1",
         sku.as_str(),
     )

@@ -28,3 +28,4 @@ mod schedule;
 mod service;
 mod shutdown;
 mod unknown_skus;
+mod waiting_room;
