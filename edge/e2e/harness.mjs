@@ -17,6 +17,9 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const SESSION_SECRET = "e2e-session-secret-0123456789";
 export const EDGE_SHARED_SECRET = "e2e-edge-shared-secret-0123456789";
 export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
+/** The waiting room's secret (passes, receipts, the pre-queue lottery) and its key id. */
+export const ROOM_SECRET = "e2e-room-secret-0123456789";
+export const ROOM_KID = "r1";
 /** Key ids of the suite's session and edge secrets (the rotatable list forms). */
 export const SESSION_KID = "s1";
 export const EDGE_KID = "e1";
@@ -25,6 +28,7 @@ export const SECRETS = {
   SESSION_SECRETS: `${SESSION_KID}:${SESSION_SECRET}`,
   EDGE_SHARED_SECRETS: `${EDGE_KID}:${EDGE_SHARED_SECRET}`,
   ADMIN_TOKENS: ADMIN_TOKEN,
+  ROOM_SECRETS: `${ROOM_KID}:${ROOM_SECRET}`,
 };
 /** The rate limit the suite runs the edge with: 50 per hour, so a burst admits exactly 50. */
 export const RATE_QUOTA = 50;
@@ -138,6 +142,7 @@ export class Stack {
       SESSION_SECRET: "",
       EDGE_SHARED_SECRET: "",
       ADMIN_TOKEN: "",
+      ROOM_SECRET: "",
       RATE_LIMIT_QUOTA: String(RATE_QUOTA),
       RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
       ORIGIN_TIMEOUT_MS: "3000",

@@ -27,6 +27,15 @@ pub fn view_key(base: &str, sku: &Sku) -> String {
 }
 
 /// Cache key of a SKU's shield facts.
+/// The Cache API key of a waiting room's published state (`crate::room::admission::RoomState`),
+/// kept one second.
+pub fn room_state_key(base: &str, sku: &Sku) -> String {
+    format!(
+        "{}/__flashgate/cache/v1/room-state/{sku}",
+        base.trim_end_matches('/')
+    )
+}
+
 pub fn facts_key(base: &str, sku: &Sku) -> String {
     format!(
         "{}/__flashgate/cache/v1/sku-facts/{sku}",

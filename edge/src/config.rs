@@ -46,8 +46,13 @@ pub struct Settings {
     /// `EDGE_SHARED_SECRETS` (`kid:secret,…`, first = current) or `EDGE_SHARED_SECRET` (key id
     /// `default`): forwarded purchases are signed (v2) with the current key.
     pub edge_shared_secrets: SecretRing,
-    /// `ADMIN_TOKENS` (`token,…`) or `ADMIN_TOKEN`: bearer tokens of `/warmup`.
+    /// `ADMIN_TOKENS` (`token,…`) or `ADMIN_TOKEN`: bearer tokens of `/warmup` and the room's
+    /// stats.
     pub admin_tokens: BearerTokens,
+    /// `ROOM_SECRETS` (`kid:secret,…`, first = current) or `ROOM_SECRET`: HMAC key of the waiting
+    /// room's passes, receipts and lottery tickets (`crate::room`). Optional: without it, a SKU
+    /// with a waiting room answers `503` on its queue and purchase routes (fail closed).
+    pub room_secrets: Option<SecretRing>,
 }
 
 /// A missing or invalid setting (its name and why). Logged, never shown to clients.
@@ -222,6 +227,15 @@ impl Settings {
                 MIN_SECRET_LEN,
             )
             .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?,
+            room_secrets: match SecretRing::from_config(
+                get("ROOM_SECRETS").as_deref(),
+                get("ROOM_SECRET").as_deref(),
+                MIN_SECRET_LEN,
+            ) {
+                Ok(ring) => Some(ring),
+                Err(SecretsError::Missing) => None,
+                Err(e) => return Err(secrets_error("ROOM_SECRETS", "ROOM_SECRET")(e)),
+            },
         })
     }
 
@@ -285,6 +299,23 @@ mod tests {
             !format!("{s:?}").contains("session-secret-0123456789"),
             "secrets must not print"
         );
+    }
+
+    #[test]
+    fn the_room_secret_is_optional_but_checked_when_set() {
+        let s = Settings::from_lookup(lookup(&REQUIRED)).expect("valid");
+        assert!(s.room_secrets.is_none());
+        let mut pairs = REQUIRED.to_vec();
+        pairs.push(("ROOM_SECRETS", "r1:room-secret-0123456789"));
+        let s = Settings::from_lookup(lookup(&pairs)).expect("valid");
+        assert!(s.room_secrets.is_some());
+        assert!(!format!("{s:?}").contains("room-secret-0123456789"));
+        pairs.push(("ROOM_SECRET", "another-room-secret-0123"));
+        let err = Settings::from_lookup(lookup(&pairs)).expect_err("both forms");
+        assert_eq!(err.name, "ROOM_SECRETS");
+        let mut short = REQUIRED.to_vec();
+        short.push(("ROOM_SECRET", "short"));
+        assert!(Settings::from_lookup(lookup(&short)).is_err());
     }
 
     #[test]

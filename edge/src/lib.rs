@@ -31,6 +31,7 @@ pub mod purchase;
 pub mod ratelimit_fields;
 pub mod reply;
 pub mod request_id;
+pub mod room;
 pub mod routes;
 pub mod sale_page;
 pub mod schedule;

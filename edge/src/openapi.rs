@@ -18,13 +18,15 @@ use utoipa::OpenApi;
     params(
         ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form; retry with the same key"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
+        ("Flashgate-Pass" = Option<String>, Header, description = "Required for a SKU with a waiting room: the `pass` of an admitted `/v1/queue/{sku}` answer, valid for this shopper and SKU until it expires"),
+        ("Flashgate-Queue-Receipt" = Option<String>, Header, description = "Optional with a waiting room: the `receipt` of the last queue answer; a refusal then finds the `position` without asking the room's objects"),
     ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay): the origin's body byte for byte — with `\"status\":\"held\"` and `expires_at` when the SKU has `hold_secs`, else `\"status\":\"confirmed\"`. Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token, or one whose lifetime (`SESSION_MAX_LIFETIME_SECS`), `iss` or `aud` the settings refuse", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded. `not_admitted`: a SKU with a waiting room and no valid `Flashgate-Pass` (missing, forged, expired, another shopper's or SKU's): the problem carries `position` (the place in line, `null` when not in the queue) and `Retry-After`; decided before the rate limit, never forwarded", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored, and a sold-out answer from the edge's cache is only given while an origin view confirmed it less than `SKU_CACHE_TTL_SECS` ago) or `idempotency_in_flight`; `not_started` (with `starts_at` and `Retry-After`: seconds to the start), `sale_paused` (`Retry-After: 5`) or `sale_ended` (with `ends_at`), never stored — answered from the cached schedule without an origin call outside `SCHEDULE_CLOCK_MARGIN_MS` of the start or end, else the origin's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
@@ -119,6 +121,60 @@ fn order_cancel() {}
 )]
 fn sale_page() {}
 
+/// Joins the SKU's waiting room (joining again keeps the place) and answers where the shopper
+/// stands; when admitted, the answer carries the `pass` purchases need.
+#[utoipa::path(
+    post, path = "/v1/queue/{sku}", tag = "waiting room",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    security(("shopper_token" = []), ("session_cookie" = [])),
+    responses(
+        (status = 200, description = "The place in line (`Cache-Control: private, no-store`, `Retry-After`: when to poll)", body = crate::room::answer::QueueAnswer),
+        (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_waiting_room`: the sale has none (buy directly)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`: the room's state cannot be reached (fail closed: nobody is admitted by accident), or the edge has no `ROOM_SECRETS`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn queue_join() {}
+
+/// Where the shopper stands in the SKU's waiting room (the same answer as a join); with the
+/// `Flashgate-Queue-Receipt` of the last answer it is served from the data center's cache.
+#[utoipa::path(
+    get, path = "/v1/queue/{sku}", tag = "waiting room",
+    params(
+        ("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]"),
+        ("Flashgate-Queue-Receipt" = Option<String>, Header, description = "The `receipt` of the last answer"),
+    ),
+    security(("shopper_token" = []), ("session_cookie" = [])),
+    responses(
+        (status = 200, description = "The place in line, or the pass", body = crate::room::answer::QueueAnswer),
+        (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_in_queue`: this shopper never joined; `unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_waiting_room`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After` (fail closed)", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn queue_poll() {}
+
+/// The waiting room's counters: joined, admitted, the rate, and each Durable Object's requests
+/// and peak requests per second.
+#[utoipa::path(
+    get, path = "/v1/queue/{sku}/stats", tag = "waiting room",
+    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The counters (`Cache-Control: no-store`)", body = crate::room::protocol::RoomStats),
+        (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`: missing or wrong admin token", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn queue_stats() {}
+
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "`{\"status\":\"ok\"}`")))]
 fn healthz() {}
@@ -142,7 +198,7 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, order, order_cancel, sku_view, sale_page, warmup, healthz, readyz, openapi_json),
+    paths(purchase, order, order_cancel, sku_view, queue_join, queue_poll, queue_stats, sale_page, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,
@@ -152,10 +208,13 @@ fn openapi_json() {}
         shared::OrderStatus,
         shared::Problem,
         shared::ErrorCode,
-        crate::warmup::Report
+        crate::warmup::Report,
+        crate::room::answer::QueueAnswer,
+        crate::room::protocol::RoomStats,
+        crate::room::protocol::ObjectStats
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "sale page"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "waiting room"), (name = "sale page"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

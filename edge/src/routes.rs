@@ -25,6 +25,12 @@ pub enum Route {
     OrderCancel(String),
     /// `GET /warmup?sku=…`.
     Warmup,
+    /// `POST /v1/queue/{sku}` (join) with the raw (unvalidated) path segment.
+    QueueJoin(String),
+    /// `GET /v1/queue/{sku}` (poll).
+    QueuePoll(String),
+    /// `GET /v1/queue/{sku}/stats` (admin).
+    QueueStats(String),
     /// `GET /openapi.json`.
     OpenApi,
     /// `GET /sale/{sku}`: the sale page, with the raw (unvalidated) path segment.
@@ -77,6 +83,9 @@ pub fn route(method: &str, path: &str) -> Route {
             if let Some(rest) = path.strip_prefix(crate::orders::ORDERS_PREFIX) {
                 return order_route(method, rest);
             }
+            if let Some(rest) = path.strip_prefix("/v1/queue/") {
+                return queue_route(method, rest);
+            }
             if let Some(sku) = path.strip_prefix(crate::sale_page::PREFIX) {
                 return match (sku.is_empty() || sku.contains('/'), read) {
                     (true, _) => Route::NotFound,
@@ -116,6 +125,25 @@ fn order_route(method: &str, rest: &str) -> Route {
     }
 }
 
+/// `/v1/queue/{sku}` and `/v1/queue/{sku}/stats` (`rest`: what follows the prefix).
+fn queue_route(method: &str, rest: &str) -> Route {
+    let (sku, stats) = match rest.split_once('/') {
+        None => (rest, false),
+        Some((sku, "stats")) => (sku, true),
+        Some(_) => return Route::NotFound,
+    };
+    if sku.is_empty() {
+        return Route::NotFound;
+    }
+    match (stats, method) {
+        (false, "POST") => Route::QueueJoin(sku.to_owned()),
+        (false, "GET" | "HEAD") => Route::QueuePoll(sku.to_owned()),
+        (false, _) => Route::MethodNotAllowed("GET, HEAD, POST"),
+        (true, "GET" | "HEAD") => Route::QueueStats(sku.to_owned()),
+        (true, _) => Route::MethodNotAllowed("GET, HEAD"),
+    }
+}
+
 /// The answer of the routes that need no I/O.
 pub fn static_reply(route: &Route) -> Option<Reply> {
     match route {
@@ -139,7 +167,10 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
         | Route::SkuView(_)
         | Route::Order(_)
         | Route::OrderCancel(_)
-        | Route::Warmup => None,
+        | Route::Warmup
+        | Route::QueueJoin(_)
+        | Route::QueuePoll(_)
+        | Route::QueueStats(_) => None,
     }
 }
 
@@ -198,6 +229,38 @@ mod tests {
         );
         assert_eq!(route("GET", "/sale/"), Route::NotFound);
         assert_eq!(route("GET", "/sale/A/b"), Route::NotFound);
+    }
+
+    #[test]
+    fn queue_routes_match() {
+        assert_eq!(
+            route("POST", "/v1/queue/A-1"),
+            Route::QueueJoin("A-1".into())
+        );
+        assert_eq!(
+            route("GET", "/v1/queue/A-1"),
+            Route::QueuePoll("A-1".into())
+        );
+        assert_eq!(
+            route("GET", "/v1/queue/A-1/stats"),
+            Route::QueueStats("A-1".into())
+        );
+        assert_eq!(
+            route("DELETE", "/v1/queue/A-1"),
+            Route::MethodNotAllowed("GET, HEAD, POST")
+        );
+        assert_eq!(
+            route("POST", "/v1/queue/A-1/stats"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        for path in [
+            "/v1/queue/",
+            "/v1/queue//stats",
+            "/v1/queue/A/b",
+            "/v1/queue",
+        ] {
+            assert_eq!(route("GET", path), Route::NotFound, "{path}");
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! - [`orders`]: `GET /v1/orders/{id}` and `POST /v1/orders/{id}/cancel` — token, the user's
 //!   `order` bucket, the signed forward;
 //! - [`skus`]: `GET /v1/skus/{sku}` and `GET /warmup`, over the Cache API;
+//! - [`room`]: `/v1/queue/{sku}` (join, poll, stats) and the purchase's pass check;
+//! - [`room_objects`]: the waiting room's shard and coordinator Durable Objects;
 //! - [`user_gate`]: the per-user SQLite-backed Durable Object and its client;
 //! - [`origin`]: HTTP calls to the origin with a deadline;
 //! - [`sku_cache`]: Cache API reads and writes;
@@ -17,6 +19,8 @@ mod http;
 mod orders;
 mod origin;
 mod purchase;
+mod room;
+mod room_objects;
 mod sku_cache;
 mod skus;
 mod user_gate;

@@ -22,6 +22,7 @@ use crate::schedule::{self, Local};
 
 use super::http::{SessionParts, base_url, header, now_ms};
 use super::origin;
+use super::room;
 use super::sku_cache;
 use super::skus;
 use super::user_gate::UserGateClient;
@@ -80,6 +81,27 @@ pub(crate) async fn handle(
         // expired hold, a cancellation, a refund), the sale may have been resumed or moved. Ask
         // the origin's view before refusing (`crate::shield`, `crate::schedule`).
         facts = skus::refresh_facts(settings, &base, &purchase.request.sku, facts).await;
+    }
+    // The waiting room: whether the sale has one must be known (a view folded in), and if it
+    // has, the purchase needs a valid pass — decided here, before the user's Durable Object, so
+    // a refused attempt costs no rate and never reaches the origin (`crate::room`).
+    facts = match skus::with_room(settings, &base, &purchase.request.sku, facts).await {
+        skus::RoomKnown::Known(known) => known,
+        // No sale: the origin's `unknown_sku`, stored with the key as before.
+        skus::RoomKnown::Missing => facts,
+        skus::RoomKnown::Failed => return crate::room::answer::unavailable(),
+    };
+    if let Some(refused) = room::check_purchase(
+        req,
+        env,
+        settings,
+        &purchase.request.sku,
+        &purchase.user,
+        &facts,
+    )
+    .await
+    {
+        return refused;
     }
     // Not started / paused: answered here, before the user's Durable Object, so the attempt
     // costs neither rate nor cap (`sale_ended` is the object's, after the key's lookup).

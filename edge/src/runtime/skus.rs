@@ -133,6 +133,32 @@ pub(crate) async fn refresh_facts(
     }
 }
 
+/// `facts` with the sale's waiting room known ([`SkuFacts::room`]): as cached, or after
+/// fetching the view when no view was folded in yet.
+pub(crate) enum RoomKnown {
+    Known(SkuFacts),
+    /// The origin has no sale for this SKU.
+    Missing,
+    /// The origin could not be asked.
+    Failed,
+}
+
+pub(crate) async fn with_room(
+    settings: &Settings,
+    base: &str,
+    sku: &Sku,
+    facts: SkuFacts,
+) -> RoomKnown {
+    if facts.room.is_some() {
+        return RoomKnown::Known(facts);
+    }
+    match fetch_and_fold(settings, base, sku).await {
+        Fetched::Found { facts, .. } => RoomKnown::Known(facts),
+        Fetched::Missing => RoomKnown::Missing,
+        Fetched::Failed => RoomKnown::Failed,
+    }
+}
+
 /// `GET /warmup?sku=A&sku=B…` with the admin bearer token.
 pub(crate) async fn warmup(req: &Request, settings: &Settings) -> Reply {
     if !warmup::authorized(

@@ -1,0 +1,257 @@
+// End-to-end: the waiting room (issue 17) — join, poll, admission at the set rate, the pass a
+// purchase needs, the pre-queue lottery at the start and first-come admission after it. The BUILT
+// worker in workerd (its RoomShard / RoomCoordinator Durable Objects) in front of the REAL
+// origin; "reached the origin" is read from the origin's own /metrics
+// (`origin_purchase_requests_total`), never from the edge.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { ADMIN_TOKEN, ROOM_KID, ROOM_SECRET, Stack, assertProblem, response, tokenFor, unique } from "./harness.mjs";
+
+/** 100 admissions per second: the suite's rooms admit fast, so the file stays short. */
+const FAST = { admit_per_minute: 6000, pass_secs: 60 };
+
+const stack = new Stack();
+
+before(async () => {
+  await stack.start();
+});
+
+after(async () => {
+  await stack.stop();
+});
+
+const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
+
+async function put(sku, body) {
+  const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  assert.equal(r.status, 200, text);
+  return JSON.parse(text);
+}
+
+/** A fresh SKU on sale with `extra` fields (a room, a start), warmed at the edge. */
+async function sale(extra, stock = 100) {
+  const sku = unique("ROOM");
+  const view = await put(sku, { name: "Shoe", price_cents: 1999, stock, max_per_user: 5, ...extra });
+  const w = await stack.warmup([sku]);
+  assert.equal(w.status, 200, w.text);
+  return { sku, view };
+}
+
+/** `POST` (join) or `GET` (poll) `/v1/queue/{sku}` as `token`'s shopper. */
+async function queue(sku, { token, join = false, receipt, headers = {} }) {
+  const h = { ...headers };
+  if (token !== undefined) h.authorization = `Bearer ${token}`;
+  if (receipt !== undefined) h["flashgate-queue-receipt"] = receipt;
+  return response(await fetch(`${stack.edgeUrl}/v1/queue/${sku}`, { method: join ? "POST" : "GET", headers: h }));
+}
+
+function assertAnswer(r, context = "") {
+  assert.equal(r.status, 200, `${context}: ${r.text}`);
+  const a = r.json;
+  assert.ok(Number.isInteger(a.position) && a.position >= 0, r.text);
+  assert.equal(typeof a.admitted, "boolean", r.text);
+  assert.ok(Number.isInteger(a.estimated_wait_secs) && a.estimated_wait_secs >= 0, r.text);
+  assert.equal(a.admitted, typeof a.pass === "string", `a pass exactly when admitted: ${r.text}`);
+  return a;
+}
+
+/** Polls (with the receipt) until admitted; the last answer. */
+async function untilAdmitted(sku, token, first) {
+  let a = first;
+  const started = Date.now();
+  while (!a.admitted) {
+    assert.ok(Date.now() - started < 20_000, `not admitted after 20 s: ${JSON.stringify(a)}`);
+    await sleep(150);
+    a = assertAnswer(await queue(sku, { token, receipt: a.receipt }), "poll");
+  }
+  return a;
+}
+
+/** The instant (ms) a pass's holder was admitted: its expiry minus pass_secs. */
+const admittedAt = (a, passSecs) => Date.parse(a.pass_expires_at) - passSecs * 1000;
+
+const b64url = (buf) => Buffer.from(buf).toString("base64url");
+
+/** A pass as the edge signs it (`p1.<kid>.<expires_ms>.<sig>`), for any user, SKU and expiry. */
+function mintPass({ sku, user, expiresMs, secret = ROOM_SECRET }) {
+  const parts = ["p1", ROOM_KID, sku, user, String(expiresMs)];
+  const mac = createHmac("sha256", secret);
+  for (const p of parts) mac.update(`${Buffer.byteLength(p)}:${p},`);
+  return `p1.${ROOM_KID}.${expiresMs}.${b64url(mac.digest())}`;
+}
+
+/** The pre-queue lottery ticket the edge draws for `user` (HMAC of the room secret). */
+function ticket(sku, user) {
+  const mac = createHmac("sha256", ROOM_SECRET).update(`flashgate-room-ticket-v1\n${sku}\n${user}`).digest();
+  return mac.readBigUInt64BE(0);
+}
+
+async function buy(sku, token, pass, headers = {}) {
+  const h = { ...headers };
+  if (pass !== undefined) h["flashgate-pass"] = pass;
+  return stack.purchase({ token, key: unique("k"), body: { sku, qty: 1 }, headers: h });
+}
+
+describe("the waiting room at the edge", () => {
+  test("join, poll, admission, purchase with the pass; without a valid pass 403 not_admitted and no origin call", async () => {
+    const { sku, view } = await sale({ waiting_room: FAST });
+    assert.deepEqual(view.waiting_room, FAST);
+    const { sku: other } = await sale({ waiting_room: FAST });
+    const shown = await stack.get(`/v1/skus/${sku}`);
+    assert.deepEqual(shown.json.waiting_room, FAST, shown.text);
+
+    const alice = unique("alice");
+    const token = tokenFor(alice);
+    const joined = assertAnswer(await queue(sku, { token, join: true }), "join");
+    assert.equal(typeof joined.receipt, "string");
+    // Joining again keeps the place: the same join instant, no later place.
+    const again = assertAnswer(await queue(sku, { token, join: true }), "rejoin");
+    assert.equal(again.joined_at, joined.joined_at);
+    assert.ok(again.position <= joined.position || again.admitted, `${again.position} > ${joined.position}`);
+    // A poll without the receipt finds the same member.
+    const polled = assertAnswer(await queue(sku, { token }), "poll without receipt");
+    assert.equal(polled.joined_at, joined.joined_at);
+
+    const admitted = await untilAdmitted(sku, token, joined);
+    assert.equal(admitted.phase, "admitted");
+    const pass = admitted.pass;
+    assert.ok(Date.parse(admitted.pass_expires_at) > Date.now());
+    assert.ok(Date.parse(admitted.pass_expires_at) - Date.now() <= FAST.pass_secs * 1000);
+
+    // Every refusal: 403 not_admitted, Retry-After, `position`, and the origin never asked.
+    const bob = unique("bob");
+    const calls = await stack.originPurchaseCalls();
+    const refusals = [
+      ["no pass", () => buy(sku, token), 0],
+      ["a forged pass (expiry stretched)", () => buy(sku, token, pass.replace(/\.(\d+)\./, (_, ms) => `.${Number(ms) + 3_600_000}.`)), 0],
+      ["a pass signed with another secret", () => buy(sku, token, mintPass({ sku, user: alice, expiresMs: Date.now() + 60_000, secret: "not-the-room-secret-0123" })), 0],
+      ["an expired pass", () => buy(sku, token, mintPass({ sku, user: alice, expiresMs: Date.now() - 1_000 })), 0],
+      ["another shopper's pass", () => buy(sku, tokenFor(bob), pass), null],
+      ["another SKU's pass", () => buy(other, token, pass), null],
+      ["garbage", () => buy(sku, token, "p1.r1.x.y"), 0],
+    ];
+    for (const [what, attempt, position] of refusals) {
+      const r = await attempt();
+      assertProblem(r, 403, "not_admitted", what);
+      assert.ok(Number(r.headers.get("retry-after")) >= 1, `${what}: Retry-After ${r.headers.get("retry-after")}`);
+      assert.ok("position" in r.json, `${what}: ${r.text}`);
+      assert.equal(r.json.position, position, `${what}: ${r.text}`);
+    }
+    assert.equal(await stack.originPurchaseCalls(), calls, "no refused purchase reached the origin");
+
+    // The pass buys, by Bearer token and by the sale page's cookie (with the CSRF header).
+    const bought = await buy(sku, token, pass);
+    assert.equal(bought.status, 201, bought.text);
+    const cookie = { cookie: `flashgate_session=${token}`, "x-flashgate-csrf": "1" };
+    const byCookie = await stack.purchase({ key: unique("k"), body: { sku, qty: 1 }, headers: { ...cookie, "flashgate-pass": pass } });
+    assert.equal(byCookie.status, 201, byCookie.text);
+    assert.equal(await stack.originPurchaseCalls(), calls + 2);
+    // The cookie joins and polls too.
+    const viaCookie = assertAnswer(await queue(sku, { headers: cookie }), "poll by cookie");
+    assert.equal(viaCookie.joined_at, joined.joined_at);
+  });
+
+  test("queue answers: not joined 404 not_in_queue, no room 409 no_waiting_room, unknown SKU 404, no token 401; admin stats", async () => {
+    const { sku } = await sale({ waiting_room: FAST });
+    const token = tokenFor(unique("carol"));
+    assertProblem(await queue(sku, { token }), 404, "not_in_queue");
+    const { sku: plain } = await sale({});
+    assertProblem(await queue(plain, { token, join: true }), 409, "no_waiting_room");
+    assertProblem(await queue(plain, { token }), 409, "no_waiting_room");
+    assertProblem(await queue(unique("NOSUCH"), { token, join: true }), 404, "unknown_sku");
+    assertProblem(await queue(sku, { join: true }), 401, "unauthenticated");
+    // A purchase of a SKU without a room needs no pass.
+    const free = await buy(plain, token);
+    assert.equal(free.status, 201, free.text);
+
+    assertAnswer(await queue(sku, { token, join: true }), "join");
+    const stats = await stack.get(`/v1/queue/${sku}/stats`, { authorization: `Bearer ${ADMIN_TOKEN}` });
+    assert.equal(stats.status, 200, stats.text);
+    assert.ok(Number.isInteger(stats.json.joined) && Number.isInteger(stats.json.admitted), stats.text);
+    assert.equal(stats.json.admit_per_minute, FAST.admit_per_minute, stats.text);
+    assert.equal(typeof stats.json.started, "boolean");
+    assert.equal(stats.json.objects.length, 33, "the coordinator and 32 shards");
+    for (const o of stats.json.objects) {
+      assert.equal(typeof o.name, "string");
+      assert.ok(Number.isInteger(o.requests) && Number.isInteger(o.peak_requests_per_sec), JSON.stringify(o));
+    }
+    assertProblem(await stack.get(`/v1/queue/${sku}/stats`), 401, "unauthorized");
+  });
+
+  test("everyone who joins before the start is admitted in the lottery's order, each with a pass that buys", async () => {
+    const startMs = Math.ceil((Date.now() + 4_000) / 1000) * 1000;
+    const { sku } = await sale({ waiting_room: FAST, starts_at: rfc3339(startMs) });
+    const users = Array.from({ length: 12 }, () => unique("early"));
+    const answers = [];
+    for (const user of users) {
+      const a = assertAnswer(await queue(sku, { token: tokenFor(user), join: true }), "pre-queue join");
+      assert.equal(a.phase, "pre_queue", JSON.stringify(a));
+      assert.equal(a.admitted, false);
+      answers.push(a);
+    }
+    assert.ok(Date.now() < startMs, "all joined before the start");
+    const admitted = [];
+    for (const [i, user] of users.entries()) {
+      const a = await untilAdmitted(sku, tokenFor(user), answers[i]);
+      admitted.push({ user, at: admittedAt(a, FAST.pass_secs), pass: a.pass });
+    }
+    assert.ok(admitted.every((a) => a.at >= startMs), "nobody before the start");
+    const order = [...admitted].sort((a, b) => a.at - b.at).map((a) => a.user);
+    const lottery = [...users].sort((a, b) => (ticket(sku, a) < ticket(sku, b) ? -1 : 1));
+    assert.deepEqual(order, lottery, "admitted in ticket order");
+    assert.notDeepEqual(order, users, "not in join order");
+    const calls = await stack.originPurchaseCalls();
+    for (const a of admitted) {
+      const r = await buy(sku, tokenFor(a.user), a.pass);
+      assert.equal(r.status, 201, r.text);
+    }
+    assert.equal(await stack.originPurchaseCalls(), calls + users.length);
+  });
+
+  test("after the start, shoppers are admitted in join order, at most the set rate", async () => {
+    const room = { admit_per_minute: 600, pass_secs: 60 };
+    const { sku } = await sale({ waiting_room: room });
+    const users = [];
+    const answers = [];
+    for (let i = 0; i < 10; i += 1) {
+      const user = unique("late");
+      answers.push(assertAnswer(await queue(sku, { token: tokenFor(user), join: true }), "join"));
+      users.push(user);
+      await sleep(5);
+    }
+    const ats = [];
+    for (const [i, user] of users.entries()) {
+      ats.push(admittedAt(await untilAdmitted(sku, tokenFor(user), answers[i]), room.pass_secs));
+    }
+    for (let i = 1; i < ats.length; i += 1) {
+      assert.ok(ats[i] > ats[i - 1], `admitted out of join order: ${ats}`);
+      assert.ok(ats[i] - ats[i - 1] >= 100, `closer than 60 s / 600: ${ats}`);
+    }
+  });
+
+  test("fail closed: an edge without ROOM_SECRETS answers 503 for a SKU with a room, and forwards nothing", async () => {
+    const { sku } = await sale({ waiting_room: FAST });
+    const edge = await stack.startEdge({ ROOM_SECRETS: "" }, "wrangler-no-room-secret");
+    try {
+      assert.equal((await stack.warmup([sku], ADMIN_TOKEN, edge.url)).status, 200);
+      const token = tokenFor(unique("dan"));
+      const calls = await stack.originPurchaseCalls();
+      const joined = response(await fetch(`${edge.url}/v1/queue/${sku}`, { method: "POST", headers: { authorization: `Bearer ${token}` } }));
+      assertProblem(await joined, 503, "unavailable");
+      const r = await stack.purchase({ token, key: unique("k"), body: { sku, qty: 1 }, edgeUrl: edge.url });
+      assertProblem(r, 503, "unavailable");
+      assert.ok(Number(r.headers.get("retry-after")) >= 1);
+      assert.equal(await stack.originPurchaseCalls(), calls);
+    } finally {
+      await edge.stop();
+    }
+  });
+});

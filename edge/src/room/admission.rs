@@ -1,0 +1,526 @@
+//! Admission: how many members of a room are admitted at an instant, which ones, when, and what
+//! a member is told. The coordinator object publishes a [`RoomState`] every [`TICK_MS`]
+//! ([`RoomState::advance`] then [`RoomState::with_window`]); workers cache it and answer polls
+//! from it ([`RoomState::status`]).
+//!
+//! **Rate.** From the base instant `t_base`, with `carry` (the progress toward the next slot, in
+//! admissions·ms, `0..60_000`), `floor((carry + rate × (now − t_base)) / 60_000)` more slots are
+//! admitted — one every `60 s / rate`, never a burst — but never more than the window holds
+//! (the members known to be waiting). When the window runs dry, the progress is dropped (no
+//! credit banks up while nobody waits), so admissions stay at least `60 s / rate` apart: in any
+//! interval of `d` ms at most `1 + floor(rate × d / 60_000)` are admitted.
+//!
+//! **Order.** The window lists, slot by slot, the shard of the next members in the total order
+//! (`super::order::Key`): the merge of every shard's next members. A member of shard `s` with
+//! rank `r` in its shard is admitted once `r` is below the shard's base plus the slots of `s`
+//! already admitted in the window: exact, however many shards there are. Members that joined
+//! within [`HORIZON_MS`] of a tick are left for the next one, so nobody who joined earlier can
+//! be overtaken by a later joiner of another shard.
+
+use serde::{Deserialize, Serialize};
+
+use super::order::{Head, merge};
+
+/// How often the coordinator publishes a new state.
+pub const TICK_MS: i64 = 1_000;
+/// Members who joined less than this before a tick wait for the next one (clock skew and
+/// joins in flight); admission also begins this long after `starts_at`, once every pre-queue
+/// join has landed.
+pub const HORIZON_MS: i64 = 1_000;
+/// Most slots a window holds (caps the published state at about 4 KB of window).
+pub const MAX_WINDOW: usize = 4_096;
+const MINUTE_MS: u64 = 60_000;
+const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+
+/// The room's setting, as the worker passes it from the SKU view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomConfig {
+    pub admit_per_minute: u32,
+    pub pass_secs: u32,
+    /// `starts_at` of the sale (unix ms), if any: joins before it are the pre-queue.
+    pub starts_ms: Option<i64>,
+}
+
+/// Whether a join at `join_ms` is in the pre-queue (before the start).
+pub fn is_pre(join_ms: i64, starts_ms: Option<i64>) -> bool {
+    starts_ms.is_some_and(|s| join_ms < s)
+}
+
+/// The published admission state of one room.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RoomState {
+    /// Admissions per minute in force.
+    pub rate: u32,
+    pub pass_secs: u32,
+    pub starts_ms: Option<i64>,
+    /// Admission has begun (`starts_at` + [`HORIZON_MS`] passed, or no `starts_at`).
+    pub open: bool,
+    /// The base instant (unix ms) and admitted count there.
+    pub t_base: i64,
+    pub a_base: u64,
+    /// Progress toward the next slot at `t_base`, admissions·ms (`0..60_000`).
+    pub carry: u64,
+    /// The shard of each next slot, one base-32 digit per slot.
+    pub window: String,
+    /// Per shard: how many of its members were admitted at `t_base`.
+    pub shard_base: Vec<u64>,
+    /// Per shard: how many joined (at the last pull).
+    pub shard_joined: Vec<u64>,
+    pub joined: u64,
+    pub pre_joined: u64,
+    /// Admissions per minute measured over the last minute while people waited (0: not yet).
+    pub measured_per_minute: u32,
+}
+
+/// What a member is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Before the start: the place is drawn at the start, among `line` pre-queue members.
+    PreQueue { line: u64 },
+    /// `position` in line (1 = next; exact within the window, an estimate beyond it).
+    Waiting { position: u64, next_ms: Option<i64> },
+    /// Admitted at `admitted_ms`.
+    Admitted { admitted_ms: i64 },
+    /// Admitted before this state's base: the member's shard knows when.
+    AdmittedEarlier,
+    /// A pre-queue member whose rank the shard has not given out yet: ask the shard.
+    Unranked,
+}
+
+fn digit(shard: u32) -> char {
+    DIGITS.get(shard as usize).map_or('?', |&b| char::from(b))
+}
+
+fn shard_of_digit(c: u8) -> Option<usize> {
+    DIGITS.iter().position(|&d| d == c)
+}
+
+impl RoomState {
+    /// The state of a room nobody has run yet.
+    pub fn new(config: RoomConfig, shards: u32, now: i64) -> Self {
+        Self {
+            rate: config.admit_per_minute,
+            pass_secs: config.pass_secs,
+            starts_ms: config.starts_ms,
+            t_base: now,
+            shard_base: vec![0; shards as usize],
+            shard_joined: vec![0; shards as usize],
+            ..Self::default()
+        }
+    }
+
+    fn window_len(&self) -> u64 {
+        self.window.len() as u64
+    }
+
+    /// Slots admitted since `t_base` if the window were endless.
+    fn elapsed_slots(&self, now: i64) -> u64 {
+        if !self.open || self.rate == 0 {
+            return 0;
+        }
+        let ms = u64::try_from(now.saturating_sub(self.t_base)).unwrap_or(0);
+        (self.carry + u64::from(self.rate).saturating_mul(ms)) / MINUTE_MS
+    }
+
+    /// Whether at `now` the window has run dry (everyone known to wait is admitted): the
+    /// admission rate was not the limit, so it is no measurement of it.
+    pub fn drained(&self, now: i64) -> bool {
+        self.open && self.elapsed_slots(now) >= self.window_len()
+    }
+
+    /// Members admitted in all at `now` (per this state).
+    pub fn admitted(&self, now: i64) -> u64 {
+        self.a_base + self.elapsed_slots(now).min(self.window_len())
+    }
+
+    /// The instant slot `k` (`k >= a_base`) is admitted.
+    pub fn slot_ms(&self, k: u64) -> i64 {
+        let need = (k - self.a_base + 1) * MINUTE_MS - self.carry;
+        let ms = need.div_ceil(u64::from(self.rate.max(1)));
+        self.t_base + i64::try_from(ms).unwrap_or(i64::MAX / 2)
+    }
+
+    /// What the member of `shard` with `rank` (none: not known yet), who joined in the pre-queue
+    /// or not, is told at `now`. `admitted_ms`: when the shard recorded its admission, if known.
+    pub fn status(
+        &self,
+        shard: u32,
+        rank: Option<u64>,
+        pre: bool,
+        admitted_ms: Option<i64>,
+        now: i64,
+    ) -> Status {
+        if let Some(admitted_ms) = admitted_ms {
+            return Status::Admitted { admitted_ms };
+        }
+        let s = shard as usize;
+        let base = self.shard_base.get(s).copied().unwrap_or(0);
+        let Some(rank) = rank else {
+            return if self.open {
+                Status::Unranked
+            } else {
+                Status::PreQueue {
+                    line: self.pre_joined.max(1),
+                }
+            };
+        };
+        if !self.open && pre {
+            return Status::PreQueue {
+                line: self.pre_joined.max(1),
+            };
+        }
+        if rank < base {
+            return Status::AdmittedEarlier;
+        }
+        let admitted = self.admitted(now);
+        let mut seen = base;
+        for (j, &c) in self.window.as_bytes().iter().enumerate() {
+            if shard_of_digit(c) == Some(s) {
+                if seen == rank {
+                    let k = self.a_base + j as u64;
+                    return if k < admitted {
+                        Status::Admitted {
+                            admitted_ms: self.slot_ms(k),
+                        }
+                    } else {
+                        Status::Waiting {
+                            position: k - admitted + 1,
+                            next_ms: self.open.then(|| self.slot_ms(k)),
+                        }
+                    };
+                }
+                seen += 1;
+            }
+        }
+        Status::Waiting {
+            position: self.position_beyond_window(s, rank - seen, admitted),
+            next_ms: None,
+        }
+    }
+
+    /// Estimated place of a member with `ahead` members of its own shard between it and the
+    /// window: the rest of the window, then the others spread like the shards' queues.
+    fn position_beyond_window(&self, shard: usize, ahead: u64, admitted: u64) -> u64 {
+        let mut in_window = vec![0u64; self.shard_base.len()];
+        for &c in self.window.as_bytes() {
+            if let Some(s) = shard_of_digit(c).filter(|&s| s < in_window.len()) {
+                in_window[s] += 1;
+            }
+        }
+        let beyond = |s: usize| {
+            self.shard_joined
+                .get(s)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(self.shard_base.get(s).copied().unwrap_or(0) + in_window[s])
+        };
+        let total: u64 = (0..in_window.len()).map(beyond).sum();
+        let mine = beyond(shard).max(ahead + 1);
+        let spread = u128::from(ahead) * u128::from(total.max(mine)) / u128::from(mine);
+        let rest_of_window = (self.a_base + self.window_len()).saturating_sub(admitted);
+        rest_of_window + 1 + u64::try_from(spread).unwrap_or(u64::MAX / 2)
+    }
+
+    /// Seconds a member at `position` may expect to wait, from the measured admission rate (the
+    /// setting until there is a measurement).
+    pub fn wait_secs(&self, position: u64) -> u64 {
+        let rate = if self.measured_per_minute > 0 {
+            self.measured_per_minute
+        } else {
+            self.rate.max(1)
+        };
+        (position * 60).div_ceil(u64::from(rate))
+    }
+
+    /// The tick at `now` with `config` (the setting may have changed): the slots admitted since
+    /// the base join the shards' bases. Returns the new state, without a window yet, and per
+    /// shard the admissions to record there (rank, instant).
+    pub fn advance(&self, config: RoomConfig, now: i64) -> (Self, Vec<Vec<(u64, i64)>>) {
+        let shards = self.shard_base.len();
+        let mut admissions = vec![Vec::new(); shards];
+        let mut next = Self {
+            rate: config.admit_per_minute,
+            pass_secs: config.pass_secs,
+            starts_ms: config.starts_ms,
+            open: self.open
+                || config
+                    .starts_ms
+                    .is_none_or(|s| now >= s.saturating_add(HORIZON_MS)),
+            t_base: now,
+            a_base: self.a_base,
+            carry: 0,
+            window: String::new(),
+            ..self.clone()
+        };
+        if !self.open {
+            return (next, admissions);
+        }
+        let n = self.elapsed_slots(now);
+        let take = n.min(self.window_len());
+        if n < self.window_len() {
+            let ms = u64::try_from(now.saturating_sub(self.t_base)).unwrap_or(0);
+            next.carry = (self.carry + u64::from(self.rate).saturating_mul(ms)) - n * MINUTE_MS;
+        }
+        for (j, &c) in self
+            .window
+            .as_bytes()
+            .iter()
+            .take(take as usize)
+            .enumerate()
+        {
+            let Some(s) = shard_of_digit(c).filter(|&s| s < shards) else {
+                continue;
+            };
+            let k = self.a_base + j as u64;
+            admissions[s].push((next.shard_base[s], self.slot_ms(k)));
+            next.shard_base[s] += 1;
+        }
+        next.a_base += take;
+        (next, admissions)
+    }
+
+    /// How many heads to ask each shard for: enough slots for three ticks at the rate.
+    pub fn window_target(&self) -> usize {
+        let per_ticks = (u64::from(self.rate) * 3 * TICK_MS as u64).div_ceil(MINUTE_MS) + 1;
+        usize::try_from(per_ticks).map_or(MAX_WINDOW, |n| n.min(MAX_WINDOW))
+    }
+
+    /// This state with the window filled from the shards' heads (pulled with the new bases),
+    /// and the join counts.
+    #[must_use]
+    pub fn with_window(mut self, heads: &[Vec<Head>], joined: Vec<u64>, pre_joined: u64) -> Self {
+        if self.open {
+            self.window = merge(heads, self.window_target())
+                .into_iter()
+                .map(digit)
+                .collect();
+        }
+        self.joined = joined.iter().sum();
+        self.shard_joined = joined;
+        self.pre_joined = pre_joined;
+        self
+    }
+}
+
+/// Admissions per minute over `samples` (instant, admitted count) no older than a minute before
+/// the last one, once they span at least 5 s.
+pub fn measured_per_minute(samples: &[(i64, u64)]) -> u32 {
+    let Some(&(last_ms, last_n)) = samples.last() else {
+        return 0;
+    };
+    let Some(&(first_ms, first_n)) = samples
+        .iter()
+        .find(|(ms, _)| last_ms - ms <= MINUTE_MS as i64)
+    else {
+        return 0;
+    };
+    let span = last_ms - first_ms;
+    if span < 5_000 {
+        return 0;
+    }
+    let per_minute = (last_n.saturating_sub(first_n)) * MINUTE_MS / span.unsigned_abs();
+    u32::try_from(per_minute).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::room::order::Key;
+
+    const S: u32 = 4;
+
+    fn config(rate: u32, starts_ms: Option<i64>) -> RoomConfig {
+        RoomConfig {
+            admit_per_minute: rate,
+            pass_secs: 60,
+            starts_ms,
+        }
+    }
+
+    fn post(shard: u32, rank: u64, join_ms: i64) -> Head {
+        Head {
+            rank,
+            key: Key::Post {
+                join_ms,
+                shard,
+                seq: rank,
+            },
+        }
+    }
+
+    /// A simulated room: members per shard (join instants in the shard's order), ticks every
+    /// TICK_MS, returns each member's admission instant in order of admission.
+    fn run(rate: u32, members: &[Vec<i64>], until: i64) -> Vec<(i64, u32, u64)> {
+        let cfg = config(rate, None);
+        let mut state = RoomState::new(cfg, S, 0);
+        let mut admitted = Vec::new();
+        let mut now = 0;
+        while now <= until {
+            let (next, adm) = state.advance(cfg, now);
+            for (s, list) in adm.iter().enumerate() {
+                for &(rank, ms) in list {
+                    admitted.push((ms, s as u32, rank));
+                }
+            }
+            let target = next.window_target();
+            let heads: Vec<Vec<Head>> = (0..S)
+                .map(|s| {
+                    let from = next.shard_base[s as usize];
+                    members[s as usize]
+                        .iter()
+                        .enumerate()
+                        .skip(from as usize)
+                        .filter(|(_, j)| **j < now - HORIZON_MS)
+                        .take(target)
+                        .map(|(r, &j)| post(s, r as u64, j))
+                        .collect()
+                })
+                .collect();
+            let joined = members.iter().map(|m| m.len() as u64).collect();
+            state = next.with_window(&heads, joined, 0);
+            now += TICK_MS;
+        }
+        admitted.sort();
+        admitted
+    }
+
+    #[test]
+    fn admission_follows_the_join_order_across_shards_and_never_exceeds_the_rate() {
+        // 400 members joining over 2 s, spread over the shards; 600 per minute = 10 per second.
+        let mut members = vec![Vec::new(); S as usize];
+        for i in 0..400i64 {
+            members[(i * 7 % 4) as usize].push(i * 5);
+        }
+        let admitted = run(600, &members, 60_000);
+        assert_eq!(admitted.len(), 400, "all admitted within a minute at 10/s");
+        // In join order: the join instants of the admitted, in admission order, increase.
+        let joins: Vec<i64> = admitted
+            .iter()
+            .map(|&(_, s, r)| members[s as usize][r as usize])
+            .collect();
+        assert!(joins.windows(2).all(|w| w[0] < w[1]), "{joins:?}");
+        // Smooth: consecutive admissions at least 100 ms apart; any 10 s holds at most 101.
+        assert!(
+            admitted.windows(2).all(|w| w[1].0 - w[0].0 >= 100),
+            "{admitted:?}"
+        );
+        for &(t0, _, _) in &admitted {
+            let n = admitted
+                .iter()
+                .filter(|(t, _, _)| *t >= t0 && *t < t0 + 10_000)
+                .count();
+            assert!(n <= 101, "{n} admitted in 10 s from {t0}");
+        }
+    }
+
+    #[test]
+    fn nobody_banks_credit_while_the_room_is_empty() {
+        // Nobody for 30 s, then 50 at once: still one per 100 ms.
+        let mut members = vec![Vec::new(); S as usize];
+        for i in 0..50i64 {
+            members[(i % 4) as usize].push(30_000 + i);
+        }
+        let admitted = run(600, &members, 45_000);
+        assert_eq!(admitted.len(), 50);
+        assert!(admitted.windows(2).all(|w| w[1].0 - w[0].0 >= 100));
+        let first = admitted[0].0;
+        assert!(first >= 30_000 + HORIZON_MS, "{first}");
+        let in_first_second = admitted
+            .iter()
+            .filter(|(t, _, _)| *t < first + 1_000)
+            .count();
+        assert!(in_first_second <= 11, "{in_first_second}");
+    }
+
+    #[test]
+    fn the_count_is_floor_of_rate_times_elapsed() {
+        let mut state = RoomState::new(config(6_000, None), S, 0);
+        state.open = true;
+        state.window = "0123".repeat(100);
+        // 100 per second: 1 at 10 ms, 10 at 100 ms, 99 at 999 ms.
+        assert_eq!(state.admitted(9), 0);
+        assert_eq!(state.admitted(10), 1);
+        assert_eq!(state.admitted(999), 99);
+        assert_eq!(state.admitted(100_000), 400, "never more than the window");
+        assert_eq!(state.slot_ms(0), 10);
+        assert_eq!(state.slot_ms(99), 1_000);
+    }
+
+    #[test]
+    fn a_member_is_told_its_place_and_its_admission() {
+        let mut state = RoomState::new(config(60, None), 2, 0);
+        state.open = true;
+        state.window = "0110".into();
+        state.shard_base = vec![5, 3];
+        state.shard_joined = vec![20, 20];
+        state.a_base = 8;
+        // One per second from t = 0: slot 8 (shard 0, rank 5) at 1 s.
+        assert_eq!(
+            state.status(0, Some(4), false, None, 0),
+            Status::AdmittedEarlier
+        );
+        assert_eq!(
+            state.status(0, Some(5), false, None, 0),
+            Status::Waiting {
+                position: 1,
+                next_ms: Some(1_000)
+            }
+        );
+        assert_eq!(
+            state.status(0, Some(5), false, None, 1_000),
+            Status::Admitted { admitted_ms: 1_000 }
+        );
+        assert_eq!(
+            state.status(1, Some(4), false, None, 1_500),
+            Status::Waiting {
+                position: 2,
+                next_ms: Some(3_000)
+            }
+        );
+        // Beyond the window: the rest of the window, then an estimate.
+        let Status::Waiting { position, next_ms } = state.status(1, Some(10), false, None, 0)
+        else {
+            panic!("waiting")
+        };
+        assert_eq!(next_ms, None);
+        assert!(position > 4, "{position}");
+        assert_eq!(
+            state.status(1, Some(10), false, Some(77), 0),
+            Status::Admitted { admitted_ms: 77 }
+        );
+        // Unranked after the start; the pre-queue before it.
+        assert_eq!(state.status(1, None, true, None, 0), Status::Unranked);
+        let mut early = RoomState::new(config(60, Some(10_000)), 2, 0);
+        early.pre_joined = 42;
+        assert_eq!(
+            early.status(1, None, true, None, 0),
+            Status::PreQueue { line: 42 }
+        );
+        assert_eq!(state.wait_secs(2), 2);
+    }
+
+    #[test]
+    fn admission_begins_after_the_start_and_its_horizon() {
+        let cfg = config(600, Some(10_000));
+        let state = RoomState::new(cfg, S, 0);
+        assert!(!state.advance(cfg, 10_999).0.open);
+        assert!(state.advance(cfg, 11_000).0.open);
+        assert!(
+            RoomState::new(config(1, None), S, 0)
+                .advance(config(1, None), 0)
+                .0
+                .open
+        );
+    }
+
+    #[test]
+    fn the_measured_rate_spans_the_last_minute() {
+        assert_eq!(measured_per_minute(&[]), 0);
+        assert_eq!(measured_per_minute(&[(0, 0), (4_000, 40)]), 0, "too short");
+        assert_eq!(measured_per_minute(&[(0, 0), (10_000, 100)]), 600);
+        assert_eq!(
+            measured_per_minute(&[(0, 0), (50_000, 10), (110_000, 70)]),
+            60
+        );
+    }
+}

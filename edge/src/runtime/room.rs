@@ -1,0 +1,350 @@
+//! `POST /v1/queue/{sku}` (join), `GET /v1/queue/{sku}` (poll), `GET /v1/queue/{sku}/stats`
+//! (admin) and the `Flashgate-Pass` check of `POST /v1/purchases`, over the room's objects
+//! (`super::room_objects`) and the Cache API. The decisions are `crate::room`'s.
+//!
+//! A poll with a valid `Flashgate-Queue-Receipt` is answered from the receipt and the room's
+//! state cached for a second: no Durable Object call on a cache hit. Without a receipt (or when
+//! the receipt cannot tell: a pre-queue member after the start, an admission before the cached
+//! window) the member's shard is asked. Any object that cannot be reached is a `503` with
+//! `Retry-After`: the room fails closed, nobody is admitted by accident.
+
+use shared::{ErrorCode, Sku, UserId};
+use worker::{Env, Request};
+
+use crate::cache_policy;
+use crate::config::Settings;
+use crate::jwt;
+use crate::reply::Reply;
+use crate::room::admission::{RoomConfig, RoomState, Status};
+use crate::room::answer::{self, Asker, QueueAnswer};
+use crate::room::order::{shard_of, ticket};
+use crate::room::pass::{Pass, Receipt};
+use crate::room::protocol::{JoinRequest, Member, MemberRequest, StateRequest};
+use crate::room::{PASS_HEADER, RECEIPT_HEADER};
+use crate::session;
+use crate::shield::SkuFacts;
+use crate::warmup;
+
+use super::http::{SessionParts, base_url, header, now_ms};
+use super::room_objects::RoomClient;
+use super::sku_cache;
+use super::skus::{self, RoomKnown};
+
+/// Join or poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueAction {
+    Join,
+    Poll,
+}
+
+/// What a room request needs once the shopper, the SKU and the room are known.
+struct Room<'a> {
+    env: &'a Env,
+    ring: &'a shared::SecretRing,
+    sku: &'a Sku,
+    user: &'a UserId,
+    config: RoomConfig,
+    base: String,
+}
+
+fn receipt_of(m: &Member) -> Receipt {
+    Receipt {
+        shard: m.shard,
+        rank: m.rank,
+        join_ms: m.join_ms,
+        pre: m.pre,
+        admitted_ms: m.admitted_ms,
+    }
+}
+
+impl Room<'_> {
+    fn client(&self) -> RoomClient<'_> {
+        RoomClient::new(self.env, self.sku.as_str())
+    }
+
+    fn asker(&self, now_ms: i64) -> Asker<'_> {
+        Asker {
+            ring: self.ring,
+            sku: self.sku.as_str(),
+            user: self.user.as_str(),
+            now_ms,
+        }
+    }
+
+    /// The room's published state: the Cache API's (a second old at most), else the
+    /// coordinator's.
+    async fn state(&self) -> worker::Result<RoomState> {
+        let key = cache_policy::room_state_key(&self.base, self.sku);
+        if let Some(state) = sku_cache::get_text(&key)
+            .await
+            .and_then(|text| serde_json::from_str::<RoomState>(&text).ok())
+        {
+            return Ok(state);
+        }
+        let state = self
+            .client()
+            .state(&StateRequest {
+                sku: self.sku.to_string(),
+                config: self.config,
+            })
+            .await?;
+        sku_cache::put_json(&key, &serde_json::to_string(&state)?, 1).await;
+        Ok(state)
+    }
+
+    async fn member(&self) -> worker::Result<Option<Member>> {
+        self.client()
+            .member(&MemberRequest {
+                shard: shard_of(self.user.as_str()),
+                user: self.user.to_string(),
+                starts_ms: self.config.starts_ms,
+            })
+            .await
+    }
+
+    async fn join(&self) -> worker::Result<Member> {
+        self.client()
+            .join(&JoinRequest {
+                shard: shard_of(self.user.as_str()),
+                user: self.user.to_string(),
+                ticket: ticket(self.ring.current().1, self.sku.as_str(), self.user.as_str()),
+                starts_ms: self.config.starts_ms,
+            })
+            .await
+    }
+
+    /// The answer for this shopper: from `receipt` if it tells, else from their shard.
+    /// `Ok(None)`: never joined.
+    async fn answer(
+        &self,
+        receipt: Option<Receipt>,
+        asked_shard: bool,
+    ) -> worker::Result<Option<QueueAnswer>> {
+        let state = self.state().await?;
+        let now = now_ms();
+        let (mut receipt, mut asked) = match receipt {
+            Some(r) => (r, asked_shard),
+            None => match self.member().await? {
+                Some(m) => (receipt_of(&m), true),
+                None => return Ok(None),
+            },
+        };
+        let mut status = state.status(
+            receipt.shard,
+            receipt.rank,
+            receipt.pre,
+            receipt.admitted_ms,
+            now,
+        );
+        if matches!(status, Status::AdmittedEarlier | Status::Unranked) && !asked {
+            let Some(m) = self.member().await? else {
+                return Ok(None);
+            };
+            receipt = receipt_of(&m);
+            asked = true;
+            status = state.status(
+                receipt.shard,
+                receipt.rank,
+                receipt.pre,
+                receipt.admitted_ms,
+                now,
+            );
+        }
+        let _ = asked;
+        Ok(Some(QueueAnswer::new(
+            self.asker(now),
+            &state,
+            &receipt,
+            status,
+        )))
+    }
+}
+
+/// The room of `sku` as the cached facts (or a fresh view) show it: `Ok(None)` without one.
+async fn room_of(
+    settings: &Settings,
+    base: &str,
+    sku: &Sku,
+) -> Result<Option<(RoomConfig, SkuFacts)>, Reply> {
+    let facts = sku_cache::get_facts(&cache_policy::facts_key(base, sku)).await;
+    let facts = match skus::with_room(settings, base, sku, facts).await {
+        RoomKnown::Known(facts) => facts,
+        RoomKnown::Missing => {
+            return Err(Reply::problem(
+                ErrorCode::UnknownSku,
+                "no sale for this SKU",
+            ));
+        }
+        RoomKnown::Failed => return Err(answer::unavailable()),
+    };
+    Ok(facts.room.and_then(|r| r.waiting_room).map(|room| {
+        (
+            RoomConfig {
+                admit_per_minute: room.admit_per_minute,
+                pass_secs: room.pass_secs,
+                starts_ms: facts
+                    .schedule
+                    .and_then(|s| s.starts_at)
+                    .map(|t| t.unix_ms()),
+            },
+            facts,
+        )
+    }))
+}
+
+/// `POST` / `GET /v1/queue/{sku}`.
+pub(crate) async fn handle(
+    req: &Request,
+    env: &Env,
+    settings: &Settings,
+    raw_sku: &str,
+    action: QueueAction,
+) -> Reply {
+    let session = SessionParts::read(req);
+    let credential = match session.credential() {
+        Ok(credential) => credential,
+        Err(e) => return e.reply(),
+    };
+    let user = match credential.token().and_then(|token| {
+        jwt::verify_hs256(
+            token,
+            &settings.session_secrets,
+            &settings.session_rules,
+            now_ms() / 1_000,
+        )
+    }) {
+        Ok(claims) => claims.sub,
+        Err(e) => return session::unauthenticated(e),
+    };
+    let Ok(sku) = Sku::parse(raw_sku) else {
+        return Reply::problem(
+            ErrorCode::InvalidRequest,
+            shared::DomainError::InvalidSku.to_string(),
+        );
+    };
+    let base = base_url(req);
+    let config = match room_of(settings, &base, &sku).await {
+        Ok(Some((config, _))) => config,
+        Ok(None) => return answer::no_waiting_room(),
+        Err(reply) => return reply,
+    };
+    let Some(ring) = &settings.room_secrets else {
+        worker::console_error!("a waiting room is set but ROOM_SECRETS is not: failing closed");
+        return answer::unavailable();
+    };
+    let room = Room {
+        env,
+        ring,
+        sku: &sku,
+        user: &user,
+        config,
+        base,
+    };
+    let answered = match action {
+        QueueAction::Join => match room.join().await {
+            Ok(member) => room.answer(Some(receipt_of(&member)), true).await,
+            Err(e) => Err(e),
+        },
+        QueueAction::Poll => {
+            let receipt = header(req, RECEIPT_HEADER)
+                .and_then(|t| Receipt::verify(ring, sku.as_str(), user.as_str(), &t).ok());
+            room.answer(receipt, false).await
+        }
+    };
+    match answered {
+        Ok(Some(answer)) => answer.reply(),
+        Ok(None) => answer::not_in_queue(),
+        Err(e) => {
+            worker::console_warn!("waiting room unavailable: {e}");
+            answer::unavailable()
+        }
+    }
+}
+
+/// The pass check of a purchase of a SKU whose facts (room known) show a waiting room: `None`
+/// when it may go on, else the answer (`403 not_admitted`, or `503` without `ROOM_SECRETS`).
+pub(crate) async fn check_purchase(
+    req: &Request,
+    env: &Env,
+    settings: &Settings,
+    sku: &Sku,
+    user: &UserId,
+    facts: &SkuFacts,
+) -> Option<Reply> {
+    let room = facts.room.and_then(|r| r.waiting_room)?;
+    let Some(ring) = &settings.room_secrets else {
+        worker::console_error!("a waiting room is set but ROOM_SECRETS is not: failing closed");
+        return Some(answer::unavailable());
+    };
+    let now = now_ms();
+    let refused = match Pass::check(
+        ring,
+        sku.as_str(),
+        user.as_str(),
+        header(req, PASS_HEADER).as_deref(),
+        now,
+    ) {
+        Ok(_) => return None,
+        Err(e) => e,
+    };
+    // Where the shopper stands, for the answer: from their receipt, or their shard.
+    let room = Room {
+        env,
+        ring,
+        sku,
+        user,
+        config: RoomConfig {
+            admit_per_minute: room.admit_per_minute,
+            pass_secs: room.pass_secs,
+            starts_ms: facts
+                .schedule
+                .and_then(|s| s.starts_at)
+                .map(|t| t.unix_ms()),
+        },
+        base: base_url(req),
+    };
+    let receipt = header(req, RECEIPT_HEADER)
+        .and_then(|t| Receipt::verify(ring, sku.as_str(), user.as_str(), &t).ok());
+    let (position, retry) = match room.answer(receipt, false).await {
+        Ok(Some(a)) => (Some(a.position), a.retry_after_secs),
+        Ok(None) => (None, 1),
+        Err(e) => {
+            worker::console_warn!("waiting room unavailable for a refused pass: {e}");
+            (None, answer::UNAVAILABLE_RETRY_AFTER_SECS)
+        }
+    };
+    Some(answer::not_admitted(
+        &format!(
+            "{refused}; this sale has a waiting room: join it with POST /v1/queue/{sku} and buy with the pass it gives"
+        ),
+        position,
+        retry,
+    ))
+}
+
+/// `GET /v1/queue/{sku}/stats` with the admin bearer token.
+pub(crate) async fn stats(req: &Request, env: &Env, settings: &Settings, raw_sku: &str) -> Reply {
+    if !warmup::authorized(
+        header(req, "authorization").as_deref(),
+        &settings.admin_tokens,
+    ) {
+        return warmup::unauthorized();
+    }
+    let Ok(sku) = Sku::parse(raw_sku) else {
+        return Reply::problem(
+            ErrorCode::InvalidRequest,
+            shared::DomainError::InvalidSku.to_string(),
+        );
+    };
+    match RoomClient::new(env, sku.as_str()).stats().await {
+        Ok(stats) => Reply::json(
+            200,
+            serde_json::to_string(&stats).unwrap_or_else(|_| "{}".into()),
+        )
+        .with_header("cache-control", "no-store"),
+        Err(e) => {
+            worker::console_warn!("room stats: {e}");
+            answer::unavailable()
+        }
+    }
+}

@@ -1,0 +1,588 @@
+//! The waiting room's Durable Objects (`crate::room` decides; this stores and moves bytes):
+//!
+//! - `RoomShard` (SQLite-backed, [`SHARD_BINDING`], one of `room::SHARDS` per SKU, named
+//!   `{sku}#{i}`): a shard of the room's members. `join` stores a member once (join instant,
+//!   sequence, lottery ticket), `member` looks one up, `pull` (the coordinator's, once per tick)
+//!   records admissions and lists the next members. Ranks: at the start, the pre-queue members
+//!   are ranked by ticket; later joiners get the next rank as they join.
+//! - `RoomCoordinator` ([`COORDINATOR_BINDING`], one per SKU, named by the SKU): runs the room's
+//!   tick from its alarm every `TICK_MS` while the room is in use, and answers `state` (the
+//!   workers cache it for a second, so it is asked about once per second per data center).
+//!
+//! Each object counts the requests it serves per second and keeps the peak
+//! (`GET /v1/queue/{sku}/stats`). The counters live in memory: an evicted object starts again.
+
+use std::cell::{Cell, RefCell};
+
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use worker::wasm_bindgen::JsValue;
+use worker::{
+    DurableObject, Env, Error, Method, Request, RequestInit, Response, SqlStorage, SqlStorageValue,
+    State, Stub, durable_object,
+};
+
+use crate::room::SHARDS;
+use crate::room::admission::{self, HORIZON_MS, RoomConfig, RoomState, TICK_MS};
+use crate::room::order::{Head, Key};
+use crate::room::protocol::{
+    JOIN_PATH, JoinRequest, MEMBER_PATH, Member, MemberReply, MemberRequest, ObjectStats,
+    PULL_PATH, PullReply, PullRequest, RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
+    StateRequest,
+};
+
+use super::http::now_ms;
+
+pub(crate) const SHARD_BINDING: &str = "ROOM_SHARD";
+pub(crate) const COORDINATOR_BINDING: &str = "ROOM_COORDINATOR";
+/// The coordinator stops ticking this long after the last state request and the last admission.
+const IDLE_MS: i64 = 120_000;
+
+fn shard_name(sku: &str, shard: u32) -> String {
+    format!("{sku}#{shard}")
+}
+
+async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> worker::Result<T> {
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_body(Some(JsValue::from_str(&body)));
+    let request = Request::new_with_init(&format!("https://room.internal{path}"), &init)?;
+    let mut response = stub.fetch_with_request(request).await?;
+    if response.status_code() != 200 {
+        return Err(Error::RustError(format!(
+            "room object {path} answered {}",
+            response.status_code()
+        )));
+    }
+    response.json::<T>().await
+}
+
+/// The worker's (and the coordinator's) handle on a room's objects.
+pub(crate) struct RoomClient<'a> {
+    env: &'a Env,
+    sku: &'a str,
+}
+
+impl<'a> RoomClient<'a> {
+    pub(crate) fn new(env: &'a Env, sku: &'a str) -> Self {
+        Self { env, sku }
+    }
+
+    fn shard(&self, shard: u32) -> worker::Result<Stub> {
+        self.env
+            .durable_object(SHARD_BINDING)?
+            .get_by_name(&shard_name(self.sku, shard))
+    }
+
+    fn coordinator(&self) -> worker::Result<Stub> {
+        self.env
+            .durable_object(COORDINATOR_BINDING)?
+            .get_by_name(self.sku)
+    }
+
+    pub(crate) async fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
+        let reply: MemberReply = call(
+            &self.shard(input.shard)?,
+            JOIN_PATH,
+            serde_json::to_string(input)?,
+        )
+        .await?;
+        reply
+            .member
+            .ok_or_else(|| Error::RustError("join stored no member".into()))
+    }
+
+    pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
+        let reply: MemberReply = call(
+            &self.shard(input.shard)?,
+            MEMBER_PATH,
+            serde_json::to_string(input)?,
+        )
+        .await?;
+        Ok(reply.member)
+    }
+
+    pub(crate) async fn state(&self, input: &StateRequest) -> worker::Result<RoomState> {
+        call(
+            &self.coordinator()?,
+            STATE_PATH,
+            serde_json::to_string(input)?,
+        )
+        .await
+    }
+
+    pub(crate) async fn stats(&self) -> worker::Result<RoomStats> {
+        call(&self.coordinator()?, STATS_PATH, "{}".into()).await
+    }
+
+    async fn pull(&self, input: &PullRequest) -> worker::Result<PullReply> {
+        call(
+            &self.shard(input.shard)?,
+            PULL_PATH,
+            serde_json::to_string(input)?,
+        )
+        .await
+    }
+
+    async fn shard_stats(&self, shard: u32) -> worker::Result<ObjectStats> {
+        call(&self.shard(shard)?, STATS_PATH, "{}".into()).await
+    }
+}
+
+// ---- RoomShard ------------------------------------------------------------------------------
+
+const SHARD_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS members (
+    user TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    join_ms INTEGER NOT NULL,
+    ticket TEXT NOT NULL,
+    pre INTEGER NOT NULL,
+    rank INTEGER,
+    admitted_ms INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS members_by_rank ON members (rank);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+";
+
+#[durable_object]
+#[allow(unreachable_pub)] // exported to JavaScript by the macro; it must be `pub`
+pub struct RoomShard {
+    state: State,
+    schema_ready: Cell<bool>,
+    meter: RefCell<RequestMeter>,
+}
+
+impl std::fmt::Debug for RoomShard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoomShard").finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct MemberRow {
+    seq: i64,
+    join_ms: i64,
+    ticket: String,
+    pre: i64,
+    rank: Option<i64>,
+    admitted_ms: Option<i64>,
+    user: String,
+}
+
+#[derive(Deserialize)]
+struct ValueRow {
+    value: i64,
+}
+
+#[derive(Deserialize)]
+struct CountRow {
+    n: i64,
+    pre: Option<i64>,
+}
+
+fn rows<T: DeserializeOwned>(
+    sql: &SqlStorage,
+    query: &str,
+    bindings: Vec<SqlStorageValue>,
+) -> worker::Result<Vec<T>> {
+    sql.exec(query, bindings)?.to_array::<T>()
+}
+
+impl DurableObject for RoomShard {
+    fn new(state: State, _env: Env) -> Self {
+        Self {
+            state,
+            schema_ready: Cell::new(false),
+            meter: RefCell::new(RequestMeter::default()),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        self.meter.borrow_mut().count(now_ms());
+        match req.path().as_str() {
+            JOIN_PATH => {
+                let Ok(input) = req.json::<JoinRequest>().await else {
+                    return Response::error("bad join", 400);
+                };
+                Response::from_json(&MemberReply {
+                    member: Some(self.join(&input)?),
+                })
+            }
+            MEMBER_PATH => {
+                let Ok(input) = req.json::<MemberRequest>().await else {
+                    return Response::error("bad member", 400);
+                };
+                let sql = self.sql()?;
+                Self::finalize(&sql, input.starts_ms, now_ms())?;
+                Response::from_json(&MemberReply {
+                    member: Self::find(&sql, input.shard, &input.user)?,
+                })
+            }
+            PULL_PATH => {
+                let Ok(input) = req.json::<PullRequest>().await else {
+                    return Response::error("bad pull", 400);
+                };
+                Response::from_json(&self.pull(&input)?)
+            }
+            STATS_PATH => Response::from_json(&self.meter.borrow().stats("shard")),
+            _ => Response::error("not found", 404),
+        }
+    }
+}
+
+impl RoomShard {
+    fn sql(&self) -> worker::Result<SqlStorage> {
+        let sql = self.state.storage().sql();
+        if !self.schema_ready.get() {
+            sql.exec(SHARD_SCHEMA, None)?;
+            self.schema_ready.set(true);
+        }
+        Ok(sql)
+    }
+
+    fn meta(sql: &SqlStorage, name: &str) -> worker::Result<Option<i64>> {
+        Ok(rows::<ValueRow>(
+            sql,
+            "SELECT value FROM meta WHERE name = ?",
+            vec![name.into()],
+        )?
+        .first()
+        .map(|r| r.value))
+    }
+
+    fn set_meta(sql: &SqlStorage, name: &str, value: i64) -> worker::Result<()> {
+        sql.exec(
+            "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            vec![name.into(), value.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Once the start has passed: ranks the pre-queue by ticket (then user), once.
+    fn finalize(sql: &SqlStorage, starts_ms: Option<i64>, now: i64) -> worker::Result<bool> {
+        if Self::meta(sql, "finalized")?.is_some() {
+            return Ok(true);
+        }
+        if starts_ms.is_some_and(|s| now < s) {
+            return Ok(false);
+        }
+        #[derive(Deserialize)]
+        struct UserRow {
+            user: String,
+        }
+        let pre = rows::<UserRow>(
+            sql,
+            "SELECT user FROM members WHERE pre = 1 ORDER BY ticket, user",
+            vec![],
+        )?;
+        for (rank, row) in pre.iter().enumerate() {
+            sql.exec(
+                "UPDATE members SET rank = ? WHERE user = ?",
+                vec![
+                    i64::try_from(rank).unwrap_or(i64::MAX).into(),
+                    row.user.as_str().into(),
+                ],
+            )?;
+        }
+        Self::set_meta(
+            sql,
+            "next_rank",
+            i64::try_from(pre.len()).unwrap_or(i64::MAX),
+        )?;
+        Self::set_meta(sql, "finalized", 1)?;
+        Ok(true)
+    }
+
+    fn member(shard: u32, r: &MemberRow) -> Member {
+        Member {
+            shard,
+            rank: r.rank.and_then(|r| u64::try_from(r).ok()),
+            join_ms: r.join_ms,
+            pre: r.pre == 1,
+            admitted_ms: r.admitted_ms,
+        }
+    }
+
+    fn find(sql: &SqlStorage, shard: u32, user: &str) -> worker::Result<Option<Member>> {
+        Ok(rows::<MemberRow>(
+            sql,
+            "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members WHERE user = ?",
+            vec![user.into()],
+        )?
+        .first()
+        .map(|r| Self::member(shard, r)))
+    }
+
+    /// Stores `user` once; a second join finds the first.
+    fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
+        let sql = self.sql()?;
+        let last = Self::meta(&sql, "last_join_ms")?.unwrap_or(0);
+        // The shard's join instants never go back: its order is its join order.
+        let now = now_ms().max(last);
+        let finalized = Self::finalize(&sql, input.starts_ms, now)?;
+        if let Some(member) = Self::find(&sql, input.shard, &input.user)? {
+            return Ok(member);
+        }
+        let seq = Self::meta(&sql, "seq")?.unwrap_or(0) + 1;
+        let pre = admission::is_pre(now, input.starts_ms) && !finalized;
+        let rank = if pre {
+            None
+        } else {
+            let next = Self::meta(&sql, "next_rank")?.unwrap_or(0);
+            Self::set_meta(&sql, "next_rank", next + 1)?;
+            Some(next)
+        };
+        sql.exec(
+            "INSERT INTO members (user, seq, join_ms, ticket, pre, rank) VALUES (?, ?, ?, ?, ?, ?)",
+            vec![
+                input.user.as_str().into(),
+                seq.into(),
+                now.into(),
+                format!("{:016x}", input.ticket).into(),
+                i64::from(pre).into(),
+                rank.into(),
+            ],
+        )?;
+        Self::set_meta(&sql, "seq", seq)?;
+        Self::set_meta(&sql, "last_join_ms", now)?;
+        Ok(Member {
+            shard: input.shard,
+            rank: rank.and_then(|r| u64::try_from(r).ok()),
+            join_ms: now,
+            pre,
+            admitted_ms: None,
+        })
+    }
+
+    /// Records the admissions, lists the next members.
+    fn pull(&self, input: &PullRequest) -> worker::Result<PullReply> {
+        let sql = self.sql()?;
+        let finalized = Self::finalize(&sql, input.starts_ms, now_ms())?;
+        for &(rank, at) in &input.admissions {
+            sql.exec(
+                "UPDATE members SET admitted_ms = ? WHERE rank = ? AND admitted_ms IS NULL",
+                vec![at.into(), i64::try_from(rank).unwrap_or(i64::MAX).into()],
+            )?;
+        }
+        let mut heads = Vec::new();
+        if finalized {
+            let next = rows::<MemberRow>(
+                &sql,
+                "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members \
+                 WHERE rank >= ? ORDER BY rank LIMIT ?",
+                vec![
+                    i64::try_from(input.from_rank).unwrap_or(i64::MAX).into(),
+                    i64::try_from(input.limit).unwrap_or(0).into(),
+                ],
+            )?;
+            for r in next {
+                let key = if r.pre == 1 {
+                    Key::Pre {
+                        ticket: u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
+                        user: r.user.clone(),
+                    }
+                } else if r.join_ms < input.horizon_ms {
+                    Key::Post {
+                        join_ms: r.join_ms,
+                        shard: input.shard,
+                        seq: u64::try_from(r.seq).unwrap_or(0),
+                    }
+                } else {
+                    // Later ones joined later still: the next tick takes them.
+                    break;
+                };
+                let Some(rank) = r.rank.and_then(|r| u64::try_from(r).ok()) else {
+                    break;
+                };
+                heads.push(Head { rank, key });
+            }
+        }
+        let counts = rows::<CountRow>(
+            &sql,
+            "SELECT COUNT(*) AS n, SUM(pre) AS pre FROM members",
+            vec![],
+        )?;
+        let (joined, pre_joined) = counts.first().map_or((0, 0), |c| (c.n, c.pre.unwrap_or(0)));
+        Ok(PullReply {
+            heads,
+            joined: u64::try_from(joined).unwrap_or(0),
+            pre_joined: u64::try_from(pre_joined).unwrap_or(0),
+        })
+    }
+}
+
+// ---- RoomCoordinator ------------------------------------------------------------------------
+
+#[durable_object(alarm)]
+#[allow(unreachable_pub)] // exported to JavaScript by the macro; it must be `pub`
+pub struct RoomCoordinator {
+    state: State,
+    env: Env,
+    meter: RefCell<RequestMeter>,
+}
+
+impl std::fmt::Debug for RoomCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoomCoordinator").finish_non_exhaustive()
+    }
+}
+
+/// What the coordinator keeps under `room`: written by its tick only (and once at creation).
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+struct Stored {
+    sku: String,
+    state: RoomState,
+    /// (instant, admitted) at each tick while people waited, the last minute.
+    samples: Vec<(i64, u64)>,
+}
+
+/// What it keeps under `setting`: written by state requests only.
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+struct Setting {
+    config: RoomConfig,
+    last_request_ms: i64,
+}
+
+impl DurableObject for RoomCoordinator {
+    fn new(state: State, env: Env) -> Self {
+        Self {
+            state,
+            env,
+            meter: RefCell::new(RequestMeter::default()),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let now = now_ms();
+        self.meter.borrow_mut().count(now);
+        match req.path().as_str() {
+            STATE_PATH => {
+                let Ok(input) = req.json::<StateRequest>().await else {
+                    return Response::error("bad state", 400);
+                };
+                let storage = self.state.storage();
+                let setting = Setting {
+                    config: input.config,
+                    last_request_ms: now,
+                };
+                storage.put("setting", &setting).await?;
+                let state = match storage.get::<Stored>("room").await? {
+                    Some(stored) => stored.state,
+                    None => {
+                        let stored = Stored {
+                            sku: input.sku.clone(),
+                            state: RoomState::new(input.config, SHARDS, now),
+                            samples: Vec::new(),
+                        };
+                        storage.put("room", &stored).await?;
+                        stored.state
+                    }
+                };
+                if storage.get_alarm().await?.is_none() {
+                    storage.set_alarm(1).await?;
+                }
+                Response::from_json(&state)
+            }
+            STATS_PATH => Response::from_json(&self.stats().await?),
+            _ => Response::error("not found", 404),
+        }
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let storage = self.state.storage();
+        let (Some(mut stored), Some(setting)) = (
+            storage.get::<Stored>("room").await?,
+            storage.get::<Setting>("setting").await?,
+        ) else {
+            return Response::ok("idle");
+        };
+        let now = now_ms();
+        if let Err(e) = self.tick(&mut stored, setting.config, now).await {
+            // Nothing published: the shards' records are idempotent, the next tick redoes it.
+            worker::console_warn!("room tick failed: {e}");
+        }
+        storage.put("room", &stored).await?;
+        let waiting = stored.state.joined > stored.state.admitted(now);
+        if waiting || now - setting.last_request_ms < IDLE_MS {
+            storage.set_alarm(TICK_MS).await?;
+        }
+        Response::ok("ticked")
+    }
+}
+
+impl RoomCoordinator {
+    async fn tick(&self, stored: &mut Stored, config: RoomConfig, now: i64) -> worker::Result<()> {
+        let client = &RoomClient::new(&self.env, &stored.sku);
+        let drained = stored.state.drained(now);
+        let (next, admissions) = stored.state.advance(config, now);
+        let limit = next.window_target();
+        let pulls = (0..SHARDS).map(|shard| {
+            let input = PullRequest {
+                shard,
+                starts_ms: config.starts_ms,
+                admissions: admissions.get(shard as usize).cloned().unwrap_or_default(),
+                from_rank: next.shard_base.get(shard as usize).copied().unwrap_or(0),
+                limit,
+                horizon_ms: now - HORIZON_MS,
+            };
+            async move { client.pull(&input).await }
+        });
+        let mut heads = Vec::with_capacity(SHARDS as usize);
+        let mut joined = Vec::with_capacity(SHARDS as usize);
+        let mut pre_joined = 0;
+        for reply in join_all(pulls).await {
+            let reply = reply?;
+            heads.push(reply.heads);
+            joined.push(reply.joined);
+            pre_joined += reply.pre_joined;
+        }
+        let mut next = next.with_window(&heads, joined, pre_joined);
+        if drained || !next.open {
+            stored.samples.clear();
+        }
+        if next.open {
+            stored.samples.push((now, next.a_base));
+            stored.samples.retain(|(t, _)| now - t <= 60_000);
+        }
+        next.measured_per_minute = admission::measured_per_minute(&stored.samples);
+        stored.state = next;
+        Ok(())
+    }
+
+    async fn stats(&self) -> worker::Result<RoomStats> {
+        let storage = self.state.storage();
+        let Some(stored) = storage.get::<Stored>("room").await? else {
+            return Ok(RoomStats::default());
+        };
+        let rate = storage
+            .get::<Setting>("setting")
+            .await?
+            .map_or(stored.state.rate, |s| s.config.admit_per_minute);
+        let client = RoomClient::new(&self.env, &stored.sku);
+        let shard_stats = join_all((0..SHARDS).map(|s| client.shard_stats(s))).await;
+        let mut objects = vec![
+            self.meter
+                .borrow()
+                .stats(&format!("coordinator {}", stored.sku)),
+        ];
+        for (shard, stats) in shard_stats.into_iter().enumerate() {
+            let mut stats = stats?;
+            stats.name = format!("shard {}", shard_name(&stored.sku, shard as u32));
+            objects.push(stats);
+        }
+        let now = now_ms();
+        Ok(RoomStats {
+            joined: stored.state.joined,
+            admitted: stored.state.admitted(now),
+            admit_per_minute: rate,
+            measured_per_minute: stored.state.measured_per_minute,
+            started: stored.state.open,
+            objects,
+        })
+    }
+}
