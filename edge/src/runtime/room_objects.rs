@@ -55,7 +55,14 @@ async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> wor
             response.status_code()
         )));
     }
-    response.json::<T>().await
+    // JSON text both ways (not `Request::json`, which goes through JavaScript numbers): the
+    // lottery tickets are full 64-bit integers.
+    Ok(serde_json::from_str(&response.text().await?)?)
+}
+
+/// A request's JSON body, parsed by serde_json (see [`call`]).
+async fn body<T: DeserializeOwned>(req: &mut Request) -> Option<T> {
+    serde_json::from_str(&req.text().await.ok()?).ok()
 }
 
 /// The worker's (and the coordinator's) handle on a room's objects.
@@ -206,7 +213,7 @@ impl DurableObject for RoomShard {
         self.meter.borrow_mut().count(now_ms());
         match req.path().as_str() {
             JOIN_PATH => {
-                let Ok(input) = req.json::<JoinRequest>().await else {
+                let Some(input) = body::<JoinRequest>(&mut req).await else {
                     return Response::error("bad join", 400);
                 };
                 Response::from_json(&MemberReply {
@@ -214,7 +221,7 @@ impl DurableObject for RoomShard {
                 })
             }
             MEMBER_PATH => {
-                let Ok(input) = req.json::<MemberRequest>().await else {
+                let Some(input) = body::<MemberRequest>(&mut req).await else {
                     return Response::error("bad member", 400);
                 };
                 let sql = self.sql()?;
@@ -224,7 +231,7 @@ impl DurableObject for RoomShard {
                 })
             }
             PULL_PATH => {
-                let Ok(input) = req.json::<PullRequest>().await else {
+                let Some(input) = body::<PullRequest>(&mut req).await else {
                     return Response::error("bad pull", 400);
                 };
                 Response::from_json(&self.pull(&input)?)
@@ -462,7 +469,7 @@ impl DurableObject for RoomCoordinator {
         self.meter.borrow_mut().count(now);
         match req.path().as_str() {
             STATE_PATH => {
-                let Ok(input) = req.json::<StateRequest>().await else {
+                let Some(input) = body::<StateRequest>(&mut req).await else {
                     return Response::error("bad state", 400);
                 };
                 let storage = self.state.storage();
