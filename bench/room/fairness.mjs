@@ -2,10 +2,10 @@
 // The waiting room's fairness benchmark: thousands of simulated shoppers against the BUILT worker
 // in workerd in front of the REAL origin (the e2e harness, edge/e2e/harness.mjs: a fresh
 // database, the origin binary and `wrangler dev` on free ports). Not a CI test: a run takes
-// about three minutes and its figures go to docs/benchmarks.md ("Waiting room fairness").
+// five to seven minutes on 2 cores and its figures go to docs/benchmarks.md ("Waiting room fairness").
 //
 //   scripts/edge-build.sh && cargo build -p origin     (once)
-//   node bench/room/fairness.mjs                       (defaults: 5,000 shoppers, 60 % pre-queue)
+//   node bench/room/fairness.mjs                       (defaults: 5,000 shoppers, 40 % pre-queue, 1,800/min)
 //   node bench/room/fairness.mjs --help
 //
 // What it does: puts a SKU on sale with `starts_at` a little ahead and a waiting room; a share
