@@ -17,9 +17,10 @@
 //! within [`HORIZON_MS`] of a tick are left for the next one, so nobody who joined earlier can
 //! be overtaken by a later joiner of another shard.
 
-use serde::{Deserialize, Serialize};
-
 use super::order::{Head, merge};
+
+/// The version tag of [`RoomState::encode`].
+const STATE_TAG: &str = "s1";
 
 /// How often the coordinator publishes a new state.
 pub const TICK_MS: i64 = 1_000;
@@ -33,7 +34,7 @@ const MINUTE_MS: u64 = 60_000;
 const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
 
 /// The room's setting, as the worker passes it from the SKU view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomConfig {
     pub admit_per_minute: u32,
     pub pass_secs: u32,
@@ -41,13 +42,44 @@ pub struct RoomConfig {
     pub starts_ms: Option<i64>,
 }
 
+impl RoomConfig {
+    /// `rate;pass_secs;starts_ms|-` (compact text, like [`RoomState::encode`]).
+    pub fn encode(&self) -> String {
+        format!(
+            "{};{};{}",
+            self.admit_per_minute,
+            self.pass_secs,
+            self.starts_ms
+                .map_or_else(|| "-".to_owned(), |s| s.to_string())
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 3 {
+            return None;
+        }
+        Some(Self {
+            admit_per_minute: f[0].parse().ok()?,
+            pass_secs: f[1].parse().ok()?,
+            starts_ms: if f[2] == "-" {
+                None
+            } else {
+                Some(f[2].parse().ok()?)
+            },
+        })
+    }
+}
+
 /// Whether a join at `join_ms` is in the pre-queue (before the start).
 pub fn is_pre(join_ms: i64, starts_ms: Option<i64>) -> bool {
     starts_ms.is_some_and(|s| join_ms < s)
 }
 
-/// The published admission state of one room.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The published admission state of one room. On the wire (the coordinator's answer, the Cache
+/// API, the coordinator's storage) as the compact text of [`RoomState::encode`], not JSON: one
+/// parser less in the Worker.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RoomState {
     /// Admissions per minute in force.
     pub rate: u32,
@@ -95,7 +127,65 @@ fn shard_of_digit(c: u8) -> Option<usize> {
     DIGITS.iter().position(|&d| d == c)
 }
 
+fn csv(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
 impl RoomState {
+    /// `s1;rate;pass_secs;starts_ms|-;open;t_base;a_base;carry;window;shard_base,…;shard_joined,…;joined;pre_joined;measured`.
+    pub fn encode(&self) -> String {
+        format!(
+            "{STATE_TAG};{};{};{};{};{};{};{};{};{};{};{};{};{}",
+            self.rate,
+            self.pass_secs,
+            self.starts_ms
+                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            u8::from(self.open),
+            self.t_base,
+            self.a_base,
+            self.carry,
+            self.window,
+            csv(&self.shard_base),
+            csv(&self.shard_joined),
+            self.joined,
+            self.pre_joined,
+            self.measured_per_minute,
+        )
+    }
+
+    /// The state of [`RoomState::encode`]'s text, if it is one.
+    pub fn decode(text: &str) -> Option<Self> {
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 14 || f[0] != STATE_TAG {
+            return None;
+        }
+        let list = |s: &str| -> Option<Vec<u64>> {
+            if s.is_empty() {
+                return Some(Vec::new());
+            }
+            s.split(',').map(|n| n.parse().ok()).collect()
+        };
+        Some(Self {
+            rate: f[1].parse().ok()?,
+            pass_secs: f[2].parse().ok()?,
+            starts_ms: if f[3] == "-" {
+                None
+            } else {
+                Some(f[3].parse().ok()?)
+            },
+            open: f[4] == "1",
+            t_base: f[5].parse().ok()?,
+            a_base: f[6].parse().ok()?,
+            carry: f[7].parse().ok()?,
+            window: f[8].to_owned(),
+            shard_base: list(f[9])?,
+            shard_joined: list(f[10])?,
+            joined: f[11].parse().ok()?,
+            pre_joined: f[12].parse().ok()?,
+            measured_per_minute: f[13].parse().ok()?,
+        })
+    }
+
     /// The state of a room nobody has run yet.
     pub fn new(config: RoomConfig, shards: u32, now: i64) -> Self {
         Self {
@@ -340,11 +430,7 @@ mod tests {
     fn post(shard: u32, rank: u64, join_ms: i64) -> Head {
         Head {
             rank,
-            key: Key::Post {
-                join_ms,
-                shard,
-                seq: rank,
-            },
+            key: Key::post(join_ms, shard, rank),
         }
     }
 
@@ -511,6 +597,35 @@ mod tests {
                 .0
                 .open
         );
+    }
+
+    #[test]
+    fn the_config_round_trips_as_text() {
+        for c in [config(600, None), config(1, Some(1_796_119_200_000))] {
+            assert_eq!(RoomConfig::decode(&c.encode()), Some(c));
+        }
+        assert_eq!(RoomConfig::decode("1;2"), None);
+    }
+
+    #[test]
+    fn the_state_round_trips_as_text() {
+        let mut state = RoomState::new(config(600, Some(1_796_119_200_000)), S, 5);
+        assert_eq!(RoomState::decode(&state.encode()), Some(state.clone()));
+        state.open = true;
+        state.window = "0v31".into();
+        state.shard_base = vec![1, 2, 3, 4];
+        state.carry = 59_999;
+        state.measured_per_minute = 599;
+        state.starts_ms = None;
+        assert_eq!(RoomState::decode(&state.encode()), Some(state));
+        for bad in [
+            "",
+            "s1",
+            "s2;1;1;-;1;0;0;0;;;;0;0;0",
+            "s1;x;1;-;1;0;0;0;;;;0;0;0",
+        ] {
+            assert_eq!(RoomState::decode(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! shuffle), then everyone else by join instant, shard and sequence (first come, first served).
 
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::SHARDS;
@@ -34,21 +33,84 @@ pub fn ticket(secret: &[u8], sku: &str, user: &str) -> u64 {
     u64::from_be_bytes(first)
 }
 
-/// A member's place in the total order. Pre-queue members (joined before the start) all come
-/// before the others (`Pre` < `Post`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Key {
-    /// Joined before `starts_at`: by lottery ticket (the user breaks a tie).
-    Pre { ticket: u64, user: String },
-    /// Joined from `starts_at` on: by join instant (the shard's clock), shard, sequence.
-    Post { join_ms: i64, shard: u32, seq: u64 },
+/// A member's place in the total order, compared field by field: pre-queue members (joined
+/// before `starts_at`, `post == false`) all come first, by lottery ticket (the user breaks a
+/// tie); then the others by join instant (the shard's clock), shard and sequence. A flat struct
+/// (not an enum) keeps the Worker small.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    pub post: bool,
+    pub ticket: u64,
+    pub user: String,
+    pub join_ms: i64,
+    pub shard: u32,
+    pub seq: u64,
+}
+
+impl Key {
+    /// A pre-queue member's key.
+    pub fn pre(ticket: u64, user: &str) -> Self {
+        Self {
+            post: false,
+            ticket,
+            user: user.to_owned(),
+            join_ms: 0,
+            shard: 0,
+            seq: 0,
+        }
+    }
+
+    /// The key of a member who joined from the start on.
+    pub fn post(join_ms: i64, shard: u32, seq: u64) -> Self {
+        Self {
+            post: true,
+            ticket: 0,
+            user: String::new(),
+            join_ms,
+            shard,
+            seq,
+        }
+    }
 }
 
 /// A shard's next member not yet admitted: its rank in the shard and its key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     pub rank: u64,
     pub key: Key,
+}
+
+impl Head {
+    /// `rank,post,ticket,join_ms,seq,user` (user ids have no comma); the shard is where it
+    /// came from.
+    pub fn encode(&self) -> String {
+        let k = &self.key;
+        format!(
+            "{},{},{},{},{},{}",
+            self.rank,
+            u8::from(k.post),
+            k.ticket,
+            k.join_ms,
+            k.seq,
+            k.user
+        )
+    }
+
+    pub fn decode(text: &str, shard: u32) -> Option<Self> {
+        let f: Vec<&str> = text.splitn(6, ',').collect();
+        if f.len() != 6 {
+            return None;
+        }
+        let key = if f[1] == "1" {
+            Key::post(f[3].parse().ok()?, shard, f[4].parse().ok()?)
+        } else {
+            Key::pre(f[2].parse().ok()?, f[5])
+        };
+        Some(Self {
+            rank: f[0].parse().ok()?,
+            key,
+        })
+    }
 }
 
 /// Merges the shards' heads (each shard's list in its own order, which agrees with [`Key`]) and
@@ -109,15 +171,8 @@ mod tests {
 
     #[test]
     fn pre_queue_members_come_first_then_join_order() {
-        let pre = |t: u64| Key::Pre {
-            ticket: t,
-            user: format!("u{t}"),
-        };
-        let post = |ms: i64, shard: u32, seq: u64| Key::Post {
-            join_ms: ms,
-            shard,
-            seq,
-        };
+        let pre = |t: u64| Key::pre(t, &format!("u{t}"));
+        let post = Key::post;
         assert!(pre(u64::MAX) < post(0, 0, 0));
         assert!(post(5, 9, 9) < post(6, 0, 0));
         assert!(post(5, 1, 9) < post(5, 2, 0));
@@ -148,6 +203,23 @@ mod tests {
             ],
         ];
         assert_eq!(merge(&heads, 10), vec![1, 0, 1, 0, 1]);
+        for (shard, list) in heads.iter().enumerate() {
+            for h in list {
+                let shard = shard as u32;
+                let back = Head::decode(&h.encode(), shard).expect("decodes");
+                assert_eq!(back.rank, h.rank);
+                assert_eq!(back.key.post, h.key.post);
+                if h.key.post {
+                    assert_eq!((back.key.join_ms, back.key.seq), (h.key.join_ms, h.key.seq));
+                } else {
+                    assert_eq!(
+                        (back.key.ticket, &back.key.user),
+                        (h.key.ticket, &h.key.user)
+                    );
+                }
+            }
+        }
+        assert!(Head::decode("1,0,x,0,0,u", 0).is_none());
         assert_eq!(merge(&heads, 2), vec![1, 0]);
     }
 }

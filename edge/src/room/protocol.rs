@@ -4,34 +4,24 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::admission::RoomConfig;
-use super::order::Head;
-
 pub const JOIN_PATH: &str = "/join";
 pub const MEMBER_PATH: &str = "/member";
 pub const PULL_PATH: &str = "/pull";
 pub const STATE_PATH: &str = "/state";
 pub const STATS_PATH: &str = "/stats";
 
-/// Worker → shard: `user` joins (kept as it is if already there).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JoinRequest {
-    pub shard: u32,
-    pub user: String,
-    pub ticket: u64,
-    pub starts_ms: Option<i64>,
-}
-
-/// Worker → shard: where is `user`?
+/// Worker → shard: `user` joins with `ticket` (kept as it is if already there), or, without a
+/// ticket, where is `user`? The answer is an `Option<Member>` (none: never joined).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MemberRequest {
     pub shard: u32,
     pub user: String,
+    pub ticket: Option<u64>,
     pub starts_ms: Option<i64>,
 }
 
-/// A member as its shard knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A member as its shard knows it; on the wire as [`Member::encode`] (`-`: never joined).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
     pub shard: u32,
     pub rank: Option<u64>,
@@ -40,10 +30,52 @@ pub struct Member {
     pub admitted_ms: Option<i64>,
 }
 
-/// Shard → worker: the member (none: never joined).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MemberReply {
-    pub member: Option<Member>,
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+impl Member {
+    /// `shard;rank|-;join_ms;pre;admitted_ms|-`, or `-` for none.
+    pub fn encode(member: Option<&Self>) -> String {
+        member.map_or_else(
+            || "-".to_owned(),
+            |m| {
+                format!(
+                    "{};{};{};{};{}",
+                    m.shard,
+                    opt(m.rank),
+                    m.join_ms,
+                    u8::from(m.pre),
+                    opt(m.admitted_ms)
+                )
+            },
+        )
+    }
+
+    /// `None`: not a member's text; `Some(None)`: never joined.
+    pub fn decode(text: &str) -> Option<Option<Self>> {
+        if text == "-" {
+            return Some(None);
+        }
+        let f: Vec<&str> = text.split(';').collect();
+        if f.len() != 5 {
+            return None;
+        }
+        let opt = |s: &str| -> Option<Option<i64>> {
+            if s == "-" {
+                Some(None)
+            } else {
+                s.parse().ok().map(Some)
+            }
+        };
+        Some(Some(Self {
+            shard: f[0].parse().ok()?,
+            rank: opt(f[1])?.and_then(|r| u64::try_from(r).ok()),
+            join_ms: f[2].parse().ok()?,
+            pre: f[3] == "1",
+            admitted_ms: opt(f[4])?,
+        }))
+    }
 }
 
 /// Coordinator → shard, once per tick: record these admissions (rank, instant), then list the
@@ -61,17 +93,15 @@ pub struct PullRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PullReply {
-    pub heads: Vec<Head>,
+    /// `super::order::Head::encode` of each.
+    pub heads: Vec<String>,
     pub joined: u64,
     pub pre_joined: u64,
 }
 
-/// Worker → coordinator: the room's state (and its setting, which the coordinator keeps).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StateRequest {
-    pub sku: String,
-    pub config: RoomConfig,
-}
+// Worker → coordinator (`STATE_PATH`): the room's state, with the room's setting (which the
+// coordinator keeps) in the body as `sku\n` + `RoomConfig::encode`; the answer is
+// `RoomState::encode` (compact text, no serde).
 
 /// One object's request counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,8 +112,8 @@ pub struct ObjectStats {
     pub peak_requests_per_sec: u64,
 }
 
-/// `GET /v1/queue/{sku}/stats`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `GET /v1/queue/{sku}/stats` (built by the coordinator, passed on as text by the worker).
+#[derive(Debug, Clone, Default, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema))]
 pub struct RoomStats {
     pub joined: u64,
@@ -128,6 +158,27 @@ impl RequestMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_round_trip_as_text() {
+        let m = Member {
+            shard: 3,
+            rank: None,
+            join_ms: 1_796_119_200_000,
+            pre: true,
+            admitted_ms: None,
+        };
+        assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
+        let m = Member {
+            rank: Some(7),
+            admitted_ms: Some(5),
+            pre: false,
+            ..m
+        };
+        assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
+        assert_eq!(Member::decode(&Member::encode(None)), Some(None));
+        assert_eq!(Member::decode("1;2"), None);
+    }
 
     #[test]
     fn the_meter_keeps_the_peak_second() {

@@ -19,7 +19,7 @@ use crate::room::admission::{RoomConfig, RoomState, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
 use crate::room::pass::{Pass, Receipt};
-use crate::room::protocol::{JoinRequest, Member, MemberRequest, StateRequest};
+use crate::room::protocol::{Member, MemberRequest};
 use crate::room::{PASS_HEADER, RECEIPT_HEADER};
 use crate::session;
 use crate::shield::SkuFacts;
@@ -77,18 +77,17 @@ impl Room<'_> {
         let key = cache_policy::room_state_key(&self.base, self.sku);
         if let Some(state) = sku_cache::get_text(&key)
             .await
-            .and_then(|text| serde_json::from_str::<RoomState>(&text).ok())
+            .and_then(|text| RoomState::decode(&text))
         {
             return Ok(state);
         }
-        let state = self
+        let text = self
             .client()
-            .state(&StateRequest {
-                sku: self.sku.to_string(),
-                config: self.config,
-            })
+            .state(format!("{}\n{}", self.sku, self.config.encode()))
             .await?;
-        sku_cache::put_json(&key, &serde_json::to_string(&state)?, 1).await;
+        let state = RoomState::decode(&text)
+            .ok_or_else(|| worker::Error::RustError("the room state does not parse".into()))?;
+        sku_cache::put_json(&key, &text, 1).await;
         Ok(state)
     }
 
@@ -97,6 +96,7 @@ impl Room<'_> {
             .member(&MemberRequest {
                 shard: shard_of(self.user.as_str()),
                 user: self.user.to_string(),
+                ticket: None,
                 starts_ms: self.config.starts_ms,
             })
             .await
@@ -104,10 +104,14 @@ impl Room<'_> {
 
     async fn join(&self) -> worker::Result<Member> {
         self.client()
-            .join(&JoinRequest {
+            .join(&MemberRequest {
                 shard: shard_of(self.user.as_str()),
                 user: self.user.to_string(),
-                ticket: ticket(self.ring.current().1, self.sku.as_str(), self.user.as_str()),
+                ticket: Some(ticket(
+                    self.ring.current().1,
+                    self.sku.as_str(),
+                    self.user.as_str(),
+                )),
                 starts_ms: self.config.starts_ms,
             })
             .await
@@ -337,11 +341,7 @@ pub(crate) async fn stats(req: &Request, env: &Env, settings: &Settings, raw_sku
         );
     };
     match RoomClient::new(env, sku.as_str()).stats().await {
-        Ok(stats) => Reply::json(
-            200,
-            serde_json::to_string(&stats).unwrap_or_else(|_| "{}".into()),
-        )
-        .with_header("cache-control", "no-store"),
+        Ok(stats) => Reply::json(200, stats).with_header("cache-control", "no-store"),
         Err(e) => {
             worker::console_warn!("room stats: {e}");
             answer::unavailable()

@@ -15,7 +15,6 @@
 use std::cell::{Cell, RefCell};
 
 use futures_util::future::join_all;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use worker::wasm_bindgen::JsValue;
 use worker::{
@@ -27,9 +26,8 @@ use crate::room::SHARDS;
 use crate::room::admission::{self, HORIZON_MS, RoomConfig, RoomState, TICK_MS};
 use crate::room::order::{Head, Key};
 use crate::room::protocol::{
-    JOIN_PATH, JoinRequest, MEMBER_PATH, Member, MemberReply, MemberRequest, ObjectStats,
-    PULL_PATH, PullReply, PullRequest, RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
-    StateRequest,
+    JOIN_PATH, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply, PullRequest,
+    RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
 };
 
 use super::http::now_ms;
@@ -44,6 +42,12 @@ fn shard_name(sku: &str, shard: u32) -> String {
 }
 
 async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> worker::Result<T> {
+    // JSON text both ways (not `Response::json`, which goes through JavaScript numbers): the
+    // lottery tickets are full 64-bit integers.
+    Ok(serde_json::from_str(&call_text(stub, path, body).await?)?)
+}
+
+async fn call_text(stub: &Stub, path: &str, body: String) -> worker::Result<String> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&body)));
@@ -55,12 +59,14 @@ async fn call<T: DeserializeOwned>(stub: &Stub, path: &str, body: String) -> wor
             response.status_code()
         )));
     }
-    // JSON text both ways (not `Request::json`, which goes through JavaScript numbers): the
-    // lottery tickets are full 64-bit integers.
-    Ok(serde_json::from_str(&response.text().await?)?)
+    response.text().await
 }
 
-/// A request's JSON body, parsed by serde_json (see [`call`]).
+fn member_reply(text: &str) -> worker::Result<Option<Member>> {
+    Member::decode(text).ok_or_else(|| Error::RustError("a shard's member does not parse".into()))
+}
+
+/// A request's JSON body (see [`call`]).
 async fn body<T: DeserializeOwned>(req: &mut Request) -> Option<T> {
     serde_json::from_str(&req.text().await.ok()?).ok()
 }
@@ -88,39 +94,39 @@ impl<'a> RoomClient<'a> {
             .get_by_name(self.sku)
     }
 
-    pub(crate) async fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
-        let reply: MemberReply = call(
-            &self.shard(input.shard)?,
-            JOIN_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await?;
-        reply
-            .member
-            .ok_or_else(|| Error::RustError("join stored no member".into()))
+    pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
+        let reply = member_reply(
+            &call_text(
+                &self.shard(input.shard)?,
+                JOIN_PATH,
+                serde_json::to_string(input)?,
+            )
+            .await?,
+        )?;
+        reply.ok_or_else(|| Error::RustError("join stored no member".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
-        let reply: MemberReply = call(
-            &self.shard(input.shard)?,
-            MEMBER_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await?;
-        Ok(reply.member)
+        let reply = member_reply(
+            &call_text(
+                &self.shard(input.shard)?,
+                MEMBER_PATH,
+                serde_json::to_string(input)?,
+            )
+            .await?,
+        )?;
+        Ok(reply)
     }
 
-    pub(crate) async fn state(&self, input: &StateRequest) -> worker::Result<RoomState> {
-        call(
-            &self.coordinator()?,
-            STATE_PATH,
-            serde_json::to_string(input)?,
-        )
-        .await
+    /// The room's state as [`RoomState::encode`] text.
+    /// `input`: `sku\n` + [`RoomConfig::encode`].
+    pub(crate) async fn state(&self, input: String) -> worker::Result<String> {
+        call_text(&self.coordinator()?, STATE_PATH, input).await
     }
 
-    pub(crate) async fn stats(&self) -> worker::Result<RoomStats> {
-        call(&self.coordinator()?, STATS_PATH, "{}".into()).await
+    /// The coordinator's stats, as JSON text (passed on as it is).
+    pub(crate) async fn stats(&self) -> worker::Result<String> {
+        call_text(&self.coordinator()?, STATS_PATH, "{}".into()).await
     }
 
     async fn pull(&self, input: &PullRequest) -> worker::Result<PullReply> {
@@ -150,10 +156,16 @@ CREATE TABLE IF NOT EXISTS members (
     admitted_ms INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS members_by_rank ON members (rank);
-CREATE TABLE IF NOT EXISTS meta (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS shard (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    next_rank INTEGER NOT NULL,
+    last_join_ms INTEGER NOT NULL,
+    finalized INTEGER NOT NULL,
+    joined INTEGER NOT NULL,
+    pre_joined INTEGER NOT NULL
 );
+INSERT OR IGNORE INTO shard VALUES (1, 0, 0, 0, 0, 0, 0);
 ";
 
 #[durable_object]
@@ -170,7 +182,7 @@ impl std::fmt::Debug for RoomShard {
     }
 }
 
-#[derive(Deserialize)]
+/// A `members` row, in the column order of [`MEMBER_COLUMNS`].
 struct MemberRow {
     seq: i64,
     join_ms: i64,
@@ -181,23 +193,65 @@ struct MemberRow {
     user: String,
 }
 
-#[derive(Deserialize)]
-struct ValueRow {
-    value: i64,
-}
+const MEMBER_COLUMNS: &str = "seq, join_ms, ticket, pre, rank, admitted_ms, user";
 
-#[derive(Deserialize)]
-struct CountRow {
-    n: i64,
-    pre: Option<i64>,
-}
-
-fn rows<T: DeserializeOwned>(
+/// Rows as plain values (no serde: a smaller Worker).
+fn raw_rows(
     sql: &SqlStorage,
     query: &str,
     bindings: Vec<SqlStorageValue>,
-) -> worker::Result<Vec<T>> {
-    sql.exec(query, bindings)?.to_array::<T>()
+) -> worker::Result<Vec<Vec<SqlStorageValue>>> {
+    sql.exec(query, bindings)?.raw().collect()
+}
+
+fn int(v: Option<&SqlStorageValue>) -> Option<i64> {
+    match v {
+        Some(SqlStorageValue::Integer(n)) => Some(*n),
+        Some(SqlStorageValue::Float(f)) => Some(*f as i64),
+        _ => None,
+    }
+}
+
+fn text(v: Option<&SqlStorageValue>) -> String {
+    match v {
+        Some(SqlStorageValue::String(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+impl MemberRow {
+    fn from_values(v: &[SqlStorageValue]) -> Self {
+        Self {
+            seq: int(v.first()).unwrap_or(0),
+            join_ms: int(v.get(1)).unwrap_or(0),
+            ticket: text(v.get(2)),
+            pre: int(v.get(3)).unwrap_or(0),
+            rank: int(v.get(4)),
+            admitted_ms: int(v.get(5)),
+            user: text(v.get(6)),
+        }
+    }
+}
+
+fn member_rows(
+    sql: &SqlStorage,
+    query: &str,
+    bindings: Vec<SqlStorageValue>,
+) -> worker::Result<Vec<MemberRow>> {
+    Ok(raw_rows(sql, query, bindings)?
+        .iter()
+        .map(|v| MemberRow::from_values(v))
+        .collect())
+}
+
+/// The shard's own row: its counters.
+struct ShardRow {
+    seq: i64,
+    next_rank: i64,
+    last_join_ms: i64,
+    finalized: i64,
+    joined: i64,
+    pre_joined: i64,
 }
 
 impl DurableObject for RoomShard {
@@ -213,12 +267,10 @@ impl DurableObject for RoomShard {
         self.meter.borrow_mut().count(now_ms());
         match req.path().as_str() {
             JOIN_PATH => {
-                let Some(input) = body::<JoinRequest>(&mut req).await else {
+                let Some(input) = body::<MemberRequest>(&mut req).await else {
                     return Response::error("bad join", 400);
                 };
-                Response::from_json(&MemberReply {
-                    member: Some(self.join(&input)?),
-                })
+                Response::ok(Member::encode(Some(&self.join(&input)?)))
             }
             MEMBER_PATH => {
                 let Some(input) = body::<MemberRequest>(&mut req).await else {
@@ -226,9 +278,9 @@ impl DurableObject for RoomShard {
                 };
                 let sql = self.sql()?;
                 Self::finalize(&sql, input.starts_ms, now_ms())?;
-                Response::from_json(&MemberReply {
-                    member: Self::find(&sql, input.shard, &input.user)?,
-                })
+                Response::ok(Member::encode(
+                    Self::find(&sql, input.shard, &input.user)?.as_ref(),
+                ))
             }
             PULL_PATH => {
                 let Some(input) = body::<PullRequest>(&mut req).await else {
@@ -252,39 +304,37 @@ impl RoomShard {
         Ok(sql)
     }
 
-    fn meta(sql: &SqlStorage, name: &str) -> worker::Result<Option<i64>> {
-        Ok(rows::<ValueRow>(
+    fn counters(sql: &SqlStorage) -> worker::Result<ShardRow> {
+        let rows = raw_rows(
             sql,
-            "SELECT value FROM meta WHERE name = ?",
-            vec![name.into()],
-        )?
-        .first()
-        .map(|r| r.value))
-    }
-
-    fn set_meta(sql: &SqlStorage, name: &str, value: i64) -> worker::Result<()> {
-        sql.exec(
-            "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            vec![name.into(), value.into()],
+            "SELECT seq, next_rank, last_join_ms, finalized, joined, pre_joined FROM shard",
+            vec![],
         )?;
-        Ok(())
+        let v = rows
+            .first()
+            .ok_or_else(|| Error::RustError("room shard without its row".into()))?;
+        let n = |i: usize| int(v.get(i)).unwrap_or(0);
+        Ok(ShardRow {
+            seq: n(0),
+            next_rank: n(1),
+            last_join_ms: n(2),
+            finalized: n(3),
+            joined: n(4),
+            pre_joined: n(5),
+        })
     }
 
     /// Once the start has passed: ranks the pre-queue by ticket (then user), once.
     fn finalize(sql: &SqlStorage, starts_ms: Option<i64>, now: i64) -> worker::Result<bool> {
-        if Self::meta(sql, "finalized")?.is_some() {
+        if Self::counters(sql)?.finalized == 1 {
             return Ok(true);
         }
         if starts_ms.is_some_and(|s| now < s) {
             return Ok(false);
         }
-        #[derive(Deserialize)]
-        struct UserRow {
-            user: String,
-        }
-        let pre = rows::<UserRow>(
+        let pre = member_rows(
             sql,
-            "SELECT user FROM members WHERE pre = 1 ORDER BY ticket, user",
+            &format!("SELECT {MEMBER_COLUMNS} FROM members WHERE pre = 1 ORDER BY ticket, user"),
             vec![],
         )?;
         for (rank, row) in pre.iter().enumerate() {
@@ -296,12 +346,10 @@ impl RoomShard {
                 ],
             )?;
         }
-        Self::set_meta(
-            sql,
-            "next_rank",
-            i64::try_from(pre.len()).unwrap_or(i64::MAX),
+        sql.exec(
+            "UPDATE shard SET next_rank = ?, finalized = 1",
+            vec![i64::try_from(pre.len()).unwrap_or(i64::MAX).into()],
         )?;
-        Self::set_meta(sql, "finalized", 1)?;
         Ok(true)
     }
 
@@ -316,9 +364,9 @@ impl RoomShard {
     }
 
     fn find(sql: &SqlStorage, shard: u32, user: &str) -> worker::Result<Option<Member>> {
-        Ok(rows::<MemberRow>(
+        Ok(member_rows(
             sql,
-            "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members WHERE user = ?",
+            &format!("SELECT {MEMBER_COLUMNS} FROM members WHERE user = ?"),
             vec![user.into()],
         )?
         .first()
@@ -326,37 +374,39 @@ impl RoomShard {
     }
 
     /// Stores `user` once; a second join finds the first.
-    fn join(&self, input: &JoinRequest) -> worker::Result<Member> {
+    fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
         let sql = self.sql()?;
-        let last = Self::meta(&sql, "last_join_ms")?.unwrap_or(0);
         // The shard's join instants never go back: its order is its join order.
-        let now = now_ms().max(last);
+        let now = now_ms().max(Self::counters(&sql)?.last_join_ms);
         let finalized = Self::finalize(&sql, input.starts_ms, now)?;
         if let Some(member) = Self::find(&sql, input.shard, &input.user)? {
             return Ok(member);
         }
-        let seq = Self::meta(&sql, "seq")?.unwrap_or(0) + 1;
+        let counters = Self::counters(&sql)?;
+        let seq = counters.seq + 1;
         let pre = admission::is_pre(now, input.starts_ms) && !finalized;
-        let rank = if pre {
-            None
-        } else {
-            let next = Self::meta(&sql, "next_rank")?.unwrap_or(0);
-            Self::set_meta(&sql, "next_rank", next + 1)?;
-            Some(next)
-        };
+        let rank = (!pre).then_some(counters.next_rank);
         sql.exec(
             "INSERT INTO members (user, seq, join_ms, ticket, pre, rank) VALUES (?, ?, ?, ?, ?, ?)",
             vec![
                 input.user.as_str().into(),
                 seq.into(),
                 now.into(),
-                format!("{:016x}", input.ticket).into(),
+                format!("{:016x}", input.ticket.unwrap_or(0)).into(),
                 i64::from(pre).into(),
                 rank.into(),
             ],
         )?;
-        Self::set_meta(&sql, "seq", seq)?;
-        Self::set_meta(&sql, "last_join_ms", now)?;
+        sql.exec(
+            "UPDATE shard SET seq = ?, last_join_ms = ?, next_rank = next_rank + ?, \
+             joined = joined + 1, pre_joined = pre_joined + ?",
+            vec![
+                seq.into(),
+                now.into(),
+                i64::from(!pre).into(),
+                i64::from(pre).into(),
+            ],
+        )?;
         Ok(Member {
             shard: input.shard,
             rank: rank.and_then(|r| u64::try_from(r).ok()),
@@ -378,10 +428,11 @@ impl RoomShard {
         }
         let mut heads = Vec::new();
         if finalized {
-            let next = rows::<MemberRow>(
+            let next = member_rows(
                 &sql,
-                "SELECT seq, join_ms, ticket, pre, rank, admitted_ms, user FROM members \
-                 WHERE rank >= ? ORDER BY rank LIMIT ?",
+                &format!(
+                    "SELECT {MEMBER_COLUMNS} FROM members WHERE rank >= ? ORDER BY rank LIMIT ?"
+                ),
                 vec![
                     i64::try_from(input.from_rank).unwrap_or(i64::MAX).into(),
                     i64::try_from(input.limit).unwrap_or(0).into(),
@@ -389,16 +440,12 @@ impl RoomShard {
             )?;
             for r in next {
                 let key = if r.pre == 1 {
-                    Key::Pre {
-                        ticket: u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
-                        user: r.user.clone(),
-                    }
+                    Key::pre(
+                        u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
+                        &r.user,
+                    )
                 } else if r.join_ms < input.horizon_ms {
-                    Key::Post {
-                        join_ms: r.join_ms,
-                        shard: input.shard,
-                        seq: u64::try_from(r.seq).unwrap_or(0),
-                    }
+                    Key::post(r.join_ms, input.shard, u64::try_from(r.seq).unwrap_or(0))
                 } else {
                     // Later ones joined later still: the next tick takes them.
                     break;
@@ -406,15 +453,12 @@ impl RoomShard {
                 let Some(rank) = r.rank.and_then(|r| u64::try_from(r).ok()) else {
                     break;
                 };
-                heads.push(Head { rank, key });
+                heads.push(Head { rank, key }.encode());
             }
         }
-        let counts = rows::<CountRow>(
-            &sql,
-            "SELECT COUNT(*) AS n, SUM(pre) AS pre FROM members",
-            vec![],
-        )?;
-        let (joined, pre_joined) = counts.first().map_or((0, 0), |c| (c.n, c.pre.unwrap_or(0)));
+        let ShardRow {
+            joined, pre_joined, ..
+        } = Self::counters(&sql)?;
         Ok(PullReply {
             heads,
             joined: u64::try_from(joined).unwrap_or(0),
@@ -440,19 +484,80 @@ impl std::fmt::Debug for RoomCoordinator {
 }
 
 /// What the coordinator keeps under `room`: written by its tick only (and once at creation).
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+/// Kept as text lines (`sku`, the state, `t:n,…`): no serde, a smaller Worker.
+#[derive(Debug, Clone)]
 struct Stored {
     sku: String,
-    state: RoomState,
+    /// [`RoomState::encode`].
+    state: String,
     /// (instant, admitted) at each tick while people waited, the last minute.
     samples: Vec<(i64, u64)>,
 }
 
-/// What it keeps under `setting`: written by state requests only.
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+impl Stored {
+    fn encode(&self) -> String {
+        let samples: Vec<String> = self
+            .samples
+            .iter()
+            .map(|(t, n)| format!("{t}:{n}"))
+            .collect();
+        format!("{}\n{}\n{}", self.sku, self.state, samples.join(","))
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        let (sku, state, samples) = (lines.next()?, lines.next()?, lines.next()?);
+        let samples = samples
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let (t, n) = s.split_once(':')?;
+                Some((t.parse().ok()?, n.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            sku: sku.to_owned(),
+            state: state.to_owned(),
+            samples,
+        })
+    }
+}
+
+/// What it keeps under `setting` (`config\nlast_request_ms`): written by state requests only.
+#[derive(Debug, Clone)]
 struct Setting {
     config: RoomConfig,
     last_request_ms: i64,
+}
+
+impl Setting {
+    fn encode(&self) -> String {
+        format!("{}\n{}", self.config.encode(), self.last_request_ms)
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let (config, last) = text.split_once('\n')?;
+        Some(Self {
+            config: RoomConfig::decode(config)?,
+            last_request_ms: last.parse().ok()?,
+        })
+    }
+}
+
+async fn get_text(storage: &worker::Storage, key: &str) -> worker::Result<Option<String>> {
+    storage.get::<String>(key).await
+}
+
+async fn get_stored(storage: &worker::Storage) -> worker::Result<Option<Stored>> {
+    Ok(get_text(storage, "room")
+        .await?
+        .and_then(|t| Stored::decode(&t)))
+}
+
+async fn get_setting(storage: &worker::Storage) -> worker::Result<Option<Setting>> {
+    Ok(get_text(storage, "setting")
+        .await?
+        .and_then(|t| Setting::decode(&t)))
 }
 
 impl DurableObject for RoomCoordinator {
@@ -469,31 +574,35 @@ impl DurableObject for RoomCoordinator {
         self.meter.borrow_mut().count(now);
         match req.path().as_str() {
             STATE_PATH => {
-                let Some(input) = body::<StateRequest>(&mut req).await else {
+                let text = req.text().await.unwrap_or_default();
+                let Some((sku, config)) = text
+                    .split_once('\n')
+                    .and_then(|(sku, c)| Some((sku.to_owned(), RoomConfig::decode(c)?)))
+                else {
                     return Response::error("bad state", 400);
                 };
                 let storage = self.state.storage();
                 let setting = Setting {
-                    config: input.config,
+                    config,
                     last_request_ms: now,
                 };
-                storage.put("setting", &setting).await?;
-                let state = match storage.get::<Stored>("room").await? {
+                storage.put("setting", setting.encode()).await?;
+                let state = match get_stored(&storage).await? {
                     Some(stored) => stored.state,
                     None => {
                         let stored = Stored {
-                            sku: input.sku.clone(),
-                            state: RoomState::new(input.config, SHARDS, now),
+                            sku,
+                            state: RoomState::new(config, SHARDS, now).encode(),
                             samples: Vec::new(),
                         };
-                        storage.put("room", &stored).await?;
+                        storage.put("room", stored.encode()).await?;
                         stored.state
                     }
                 };
                 if storage.get_alarm().await?.is_none() {
                     storage.set_alarm(1).await?;
                 }
-                Response::from_json(&state)
+                Response::ok(state)
             }
             STATS_PATH => Response::from_json(&self.stats().await?),
             _ => Response::error("not found", 404),
@@ -502,10 +611,9 @@ impl DurableObject for RoomCoordinator {
 
     async fn alarm(&self) -> worker::Result<Response> {
         let storage = self.state.storage();
-        let (Some(mut stored), Some(setting)) = (
-            storage.get::<Stored>("room").await?,
-            storage.get::<Setting>("setting").await?,
-        ) else {
+        let (Some(mut stored), Some(setting)) =
+            (get_stored(&storage).await?, get_setting(&storage).await?)
+        else {
             return Response::ok("idle");
         };
         let now = now_ms();
@@ -513,8 +621,9 @@ impl DurableObject for RoomCoordinator {
             // Nothing published: the shards' records are idempotent, the next tick redoes it.
             worker::console_warn!("room tick failed: {e}");
         }
-        storage.put("room", &stored).await?;
-        let waiting = stored.state.joined > stored.state.admitted(now);
+        storage.put("room", stored.encode()).await?;
+        let state = RoomState::decode(&stored.state).unwrap_or_default();
+        let waiting = state.joined > state.admitted(now);
         if waiting || now - setting.last_request_ms < IDLE_MS {
             storage.set_alarm(TICK_MS).await?;
         }
@@ -525,8 +634,10 @@ impl DurableObject for RoomCoordinator {
 impl RoomCoordinator {
     async fn tick(&self, stored: &mut Stored, config: RoomConfig, now: i64) -> worker::Result<()> {
         let client = &RoomClient::new(&self.env, &stored.sku);
-        let drained = stored.state.drained(now);
-        let (next, admissions) = stored.state.advance(config, now);
+        let current = RoomState::decode(&stored.state)
+            .ok_or_else(|| Error::RustError("stored room state does not parse".into()))?;
+        let drained = current.drained(now);
+        let (next, admissions) = current.advance(config, now);
         let limit = next.window_target();
         let pulls = (0..SHARDS).map(|shard| {
             let input = PullRequest {
@@ -544,7 +655,14 @@ impl RoomCoordinator {
         let mut pre_joined = 0;
         for reply in join_all(pulls).await {
             let reply = reply?;
-            heads.push(reply.heads);
+            let shard = u32::try_from(heads.len()).unwrap_or(0);
+            heads.push(
+                reply
+                    .heads
+                    .iter()
+                    .filter_map(|h| Head::decode(h, shard))
+                    .collect::<Vec<_>>(),
+            );
             joined.push(reply.joined);
             pre_joined += reply.pre_joined;
         }
@@ -557,19 +675,19 @@ impl RoomCoordinator {
             stored.samples.retain(|(t, _)| now - t <= 60_000);
         }
         next.measured_per_minute = admission::measured_per_minute(&stored.samples);
-        stored.state = next;
+        stored.state = next.encode();
         Ok(())
     }
 
     async fn stats(&self) -> worker::Result<RoomStats> {
         let storage = self.state.storage();
-        let Some(stored) = storage.get::<Stored>("room").await? else {
+        let Some(stored) = get_stored(&storage).await? else {
             return Ok(RoomStats::default());
         };
-        let rate = storage
-            .get::<Setting>("setting")
+        let rate = get_setting(&storage)
             .await?
-            .map_or(stored.state.rate, |s| s.config.admit_per_minute);
+            .map_or(0, |s| s.config.admit_per_minute);
+        let state = RoomState::decode(&stored.state).unwrap_or_default();
         let client = RoomClient::new(&self.env, &stored.sku);
         let shard_stats = join_all((0..SHARDS).map(|s| client.shard_stats(s))).await;
         let mut objects = vec![
@@ -584,11 +702,11 @@ impl RoomCoordinator {
         }
         let now = now_ms();
         Ok(RoomStats {
-            joined: stored.state.joined,
-            admitted: stored.state.admitted(now),
+            joined: state.joined,
+            admitted: state.admitted(now),
             admit_per_minute: rate,
-            measured_per_minute: stored.state.measured_per_minute,
-            started: stored.state.open,
+            measured_per_minute: state.measured_per_minute,
+            started: state.open,
             objects,
         })
     }
