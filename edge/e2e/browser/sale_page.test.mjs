@@ -413,3 +413,80 @@ describe("the sale schedule on the page", () => {
     await c.context.close();
   });
 });
+
+/** `POST /v1/queue/{sku}` through the edge as `user` (a shopper joining the waiting room). */
+async function joinLine(sku, user) {
+  const r = await fetch(`${stack.edgeUrl}/v1/queue/${sku}`, { method: "POST", headers: { authorization: `Bearer ${tokenFor(user)}` } });
+  const body = await r.text();
+  assert.equal(r.status, 200, `join ${sku} as ${user}: ${body}`);
+  return JSON.parse(body);
+}
+
+/** Tells the edge about a changed SKU now (instead of after its view's cache TTL). */
+async function warm(sku) {
+  const r = await stack.warmup([sku]);
+  assert.equal(r.status, 200, r.text);
+}
+
+describe("the sale page with a waiting room", () => {
+  test("joins when it opens, shows the place and the estimate, is admitted and buys once with the pass (kept across a reload)", async () => {
+    // One admission per second from a start 2 s away; five shoppers join just after the start,
+    // then the page: a few places behind them, so it waits a few seconds.
+    const startsAt = rfc3339In(2_000);
+    const sku = await putSale(unique("ROOM"), { stock: 10, starts_at: startsAt, waiting_room: { admit_per_minute: 60, pass_secs: 120 } });
+    await warm(sku);
+    await sleep(Date.parse(startsAt) + 1_000 - Date.now());
+    for (let i = 0; i < 5; i += 1) await joinLine(sku, unique("ahead"));
+    const lines = [];
+    const { page, context, purchases } = await open(sku, {
+      beforeLoad: (p) => p.on("response", async (r) => {
+        if (r.url().includes("/v1/queue/") && r.status() === 200) lines.push(await r.json().catch(() => null));
+      }),
+    });
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "waiting", { timeout: 10_000 });
+    const words = await text(page, "line");
+    const m = words.match(/^You are number (\d+) in line\. Estimated wait: less than a minute\.$/);
+    assert.ok(m, words);
+    assert.ok(lines.some((l) => l && l.position === Number(m[1]) && l.admitted === false), `${words} / ${JSON.stringify(lines)}`);
+    assert.equal(await buyEnabled(page), false, "no Buy before the shopper's turn");
+    await shot(page, "in-line");
+
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "admitted", { timeout: 20_000 });
+    assert.equal(await state(page), "admitted");
+    assert.equal(await text(page, "result"), "It is your turn: you can buy now.");
+    assert.match(await text(page, "line"), /^It is your turn: buy before \d{1,2}:\d{2}:\d{2}( [AP]M)?\.$/);
+    assert.ok(lines.some((l) => l?.admitted && typeof l.pass === "string"), JSON.stringify(lines));
+    // A reload keeps the pass (sessionStorage): Buy is on again without waiting in line.
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction(() => !document.getElementById("buy").disabled, { timeout: 5_000 });
+    await page.click("#buy");
+    assert.match(await finalState(page, "bought"), /^Bought! Order /);
+    assert.equal(purchases.length, 1);
+    const passes = lines.filter((l) => l?.admitted).map((l) => l.pass);
+    assert.ok(passes.includes(purchases[0].headers["flashgate-pass"]), "the purchase carried a pass the edge gave");
+    assert.deepEqual(orders(sku), { n: 1, keys: 1 });
+    await context.close();
+  });
+
+  test("403 not_admitted (the room switched on after the page loaded) is shown in words, then the page joins the line", async () => {
+    const sku = await putSale(unique("NOTADM"), { stock: 10 });
+    const { page, context, purchases } = await open(sku);
+    assert.equal(await buyEnabled(page), true);
+    assert.equal(await page.$eval("#line", (e) => e.hidden), true, "no line without a room");
+    // One admission per minute, and another shopper took the first.
+    await putSale(sku, { stock: 10, waiting_room: { admit_per_minute: 1, pass_secs: 60 } });
+    await warm(sku);
+    await joinLine(sku, unique("first"));
+    await page.click("#buy");
+    const words = await finalState(page, "not_admitted");
+    assert.match(words, /^Not your turn yet: you can buy once you are admitted from the line\.( You are number \d+ in line\.)?$/);
+    assert.equal(purchases.length, 1);
+    assert.equal(purchases[0].headers["flashgate-pass"], undefined);
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "waiting", { timeout: 10_000 });
+    assert.match(await text(page, "line"), /^You are number \d+ in line\. Estimated wait: /);
+    assert.equal(await buyEnabled(page), false);
+    await shot(page, "not-admitted");
+    assert.deepEqual(orders(sku), { n: 0, keys: 0 });
+    await context.close();
+  });
+});

@@ -3,11 +3,15 @@
 // sessionStorage until the answer is final, so a double click, a retry or a reload mid-request
 // resumes the same intent and can never buy twice. 429/503 are retried with the same key after
 // Retry-After. Times are the edge's: the browser's clock is corrected by the Date header.
+// A sale with a waiting room: the page joins the line when it opens, shows the place and the
+// estimated wait, polls at the edge's hint, and once admitted keeps the pass in sessionStorage
+// and sends it with every purchase (Flashgate-Pass). Buy stays off until the shopper's turn.
 (() => {
   const $ = (id) => document.getElementById(id);
-  const ui = { name: $("name"), price: $("price"), stock: $("stock"), cap: $("cap"), countdown: $("countdown"), buy: $("buy"), wait: $("wait"), result: $("result") };
+  const ui = { name: $("name"), price: $("price"), stock: $("stock"), cap: $("cap"), countdown: $("countdown"), line: $("line"), buy: $("buy"), wait: $("wait"), result: $("result") };
   const sku = decodeURIComponent(location.pathname.split("/").pop() || "");
   const INTENT = "flashgate.intent." + sku;
+  const PASS = "flashgate.pass." + sku;
   const TOKEN = "flashgate.token";
 
   // Local demos only: a token in the URL fragment (never sent to a server) becomes a Bearer
@@ -46,6 +50,12 @@
   let pausedUntil = 0;      // edge time until which a 409 sale_paused keeps the button off
   let pending = null;       // the intent being decided
   let waitTimer = 0;
+  let room = null;          // the view's waiting_room, when the sale has one
+  let line = null;          // the last place in line: { position, admitted, estimated_wait_secs }
+  let joined = false;       // this page joined (then it polls with GET)
+  let receipt = "";         // the join receipt: sent back with each poll, the edge answers it alone
+  let queueTimer = 0, queueBusy = false, admitted = false;
+  let parked = null;        // an intent that waits for the shopper's turn (resumed without a pass)
 
   const money = (cents) => (cents / 100).toFixed(2);
   const clock = (ms) => {
@@ -53,7 +63,8 @@
     const two = (n) => String(n).padStart(2, "0");
     return (h ? h + ":" + two(m) : String(m)) + ":" + two(r);
   };
-  const at = (iso) => new Date(Date.parse(iso) - (edgeNow() - Date.now())).toLocaleTimeString();
+  const atMs = (edgeMs) => new Date(edgeMs - (edgeNow() - Date.now())).toLocaleTimeString();
+  const at = (iso) => atMs(Date.parse(iso));
   const say = (text, kind, state) => {
     ui.result.textContent = text;
     ui.result.className = "result " + (kind || "");
@@ -84,13 +95,117 @@
     else { text = "On sale now."; open = true; }
     if (ui.countdown.textContent !== text) ui.countdown.textContent = text;
     ui.countdown.dataset.open = String(open);
-    ui.buy.disabled = !open || pending !== null;
+    const pass = room ? readPass() : null;
+    if (admitted && !pass) { admitted = false; queueStep(); } // the turn ran out: back to the line
+    showLine(pass);
+    ui.buy.disabled = !open || pending !== null || (room !== null && !pass);
+  }
+
+  // ---- The waiting room ----------------------------------------------------------------------
+
+  // The pass and until when it is usable (edge time, ms), or null. Expired passes are dropped.
+  function readPass() {
+    let p = null;
+    try { p = JSON.parse(sessionStorage.getItem(PASS) || "null"); } catch { p = null; }
+    if (p && typeof p.pass === "string" && p.until > edgeNow()) return p;
+    if (p) sessionStorage.removeItem(PASS);
+    return null;
+  }
+  // Usable until `pass_expires_at` (else `pass_secs` from now), on the edge's clock.
+  const keepPass = (pass, expiresAt) => {
+    const old = readPass();
+    if (old && old.pass === pass) return;
+    const secs = room && room.pass_secs > 0 ? room.pass_secs : 60;
+    const until = Date.parse(expiresAt || "") || edgeNow() + secs * 1000;
+    sessionStorage.setItem(PASS, JSON.stringify({ pass, until }));
+  };
+  const minutes = (secs) => secs < 60 ? "less than a minute" : secs < 90 ? "about 1 minute" : "about " + Math.round(secs / 60) + " minutes";
+
+  function showLine(pass) {
+    ui.line.hidden = room === null;
+    let text = "", st = "";
+    if (room === null) { /* no line */ }
+    else if (pass) { text = "It is your turn: buy before " + atMs(pass.until) + "."; st = "admitted"; }
+    else if (closed) { st = "closed"; }
+    else if (!line) { text = "Joining the line…"; st = "joining"; }
+    else if (line.phase === "expired") { text = "Your turn to buy has ended."; st = "expired"; }
+    else if (view.starts_at && edgeNow() < Date.parse(view.starts_at)) {
+      text = "You are in line. At the start, everyone who joined before it gets a place drawn at random.";
+      st = "prequeue";
+    } else {
+      text = "You are number " + line.position + " in line. Estimated wait: " + minutes(line.estimated_wait_secs) + ".";
+      st = "waiting";
+    }
+    if (ui.line.textContent !== text) ui.line.textContent = text;
+    ui.line.dataset.state = st;
+  }
+
+  // Joins (the first time, and whenever the edge no longer knows this shopper) or polls; then
+  // schedules the next poll at the edge's hint (Retry-After, else 5 s; sooner when the estimate
+  // or the start is nearer). Admitted: no polling until the pass runs out.
+  async function queueStep() {
+    clearTimeout(queueTimer);
+    if (room === null || closed || queueBusy) return;
+    queueBusy = true;
+    let next = 5;
+    const path = "/v1/queue/" + encodeURIComponent(sku);
+    try {
+      let { res, json } = await call(joined ? "GET" : "POST", path, joined && receipt ? { "flashgate-queue-receipt": receipt } : {});
+      if (json.code === "not_in_queue") { joined = false; receipt = ""; ({ res, json } = await call("POST", path, {})); }
+      const hinted = res.headers.get("retry-after");
+      next = hinted ? retryAfter(res) : 5;
+      if (res.status === 200 && typeof json.position === "number") {
+        joined = true;
+        line = json;
+        if (typeof json.receipt === "string") receipt = json.receipt;
+        if (json.phase === "expired") {
+          // The turn was had and is over: nothing to wait for; a parked intent ends here.
+          next = 0;
+          if (parked) { parked = null; finish("Your turn to buy has ended.", "bad", "expired", false); }
+        }
+        if (json.admitted && typeof json.pass === "string") {
+          keepPass(json.pass, json.pass_expires_at);
+          if (!admitted) {
+            admitted = true;
+            if (pending === null && parked === null && !closed) say("It is your turn: you can buy now.", "ok", "admitted");
+          }
+        }
+        const starts = view.starts_at ? Date.parse(view.starts_at) - edgeNow() : 0;
+        if (starts > 0) next = Math.min(next, starts / 1000 + Math.random() * 2);
+        else if (!json.admitted) next = Math.min(next, Math.max(1, json.estimated_wait_secs || 0));
+      } else if (json.code === "no_waiting_room") {
+        room = null; line = null; joined = false; receipt = "";
+      } else if (json.code === "unauthenticated") {
+        say("Please sign in again: your session is missing or has expired.", "bad", "unauthenticated");
+        next = 0;
+      } else if (res.status !== 429 && res.status !== 503) {
+        next = 15; // something unexpected: try again later, gently
+      }
+    } catch {
+      next = 3; // offline
+    }
+    queueBusy = false;
+    const pass = room ? readPass() : null;
+    if (pass && parked) { const intent = parked; parked = null; send(intent); }
+    if (pass) next = Math.max(1, (pass.until - edgeNow()) / 1000 + 0.5);
+    if (room !== null && next > 0 && !closed) queueTimer = setTimeout(queueStep, next * 1000);
+    tick();
+  }
+
+  // The view says whether the sale has a room (it may be switched on or off during the sale).
+  function syncRoom() {
+    const r = view && view.waiting_room ? view.waiting_room : null;
+    const had = room !== null;
+    if (!r && had && room.learned) return; // a 403 not_admitted knows better than a cached view
+    room = r;
+    if (r && !had) queueStep();
+    if (!r && had) { clearTimeout(queueTimer); line = null; joined = false; receipt = ""; admitted = false; }
   }
 
   async function loadView() {
     try {
       const { res, json } = await call("GET", "/v1/skus/" + encodeURIComponent(sku), {});
-      if (res.status === 200) { view = json; render(); }
+      if (res.status === 200) { view = json; render(); syncRoom(); }
       else if (res.status === 404 || res.status === 400) { closed = "There is no sale for this item."; ui.name.textContent = "No such sale"; view = view || { stock: 0 }; }
     } catch { /* offline: keep what we have; the next poll tries again */ }
     tick();
@@ -123,11 +238,23 @@
 
   async function send(intent) {
     pending = intent;
+    const headers = { "content-type": "application/json", "idempotency-key": intent.key };
+    if (room !== null) {
+      const pass = readPass();
+      if (!pass) {
+        // Resumed after the turn ran out: the intent waits for the next pass, same key.
+        pending = null;
+        parked = intent;
+        say("Your purchase will be sent when it is your turn.", "", "waiting");
+        return queueStep();
+      }
+      headers["flashgate-pass"] = pass.pass;
+    }
     tick();
     say("Buying…", "", "pending");
     let answer;
     try {
-      answer = await call("POST", "/v1/purchases", { "content-type": "application/json", "idempotency-key": intent.key }, JSON.stringify({ sku, qty: intent.qty }));
+      answer = await call("POST", "/v1/purchases", headers, JSON.stringify({ sku, qty: intent.qty }));
     } catch {
       return showWait(2, "Connection lost. Retrying in", () => send(intent));
     }
@@ -163,6 +290,22 @@
         }
         return finish("The sale has not started yet. Buy opens at the start.", "bad", "not_started", false);
       case "sale_ended": return finish("The sale has ended.", "bad", "sale_ended", true);
+      case "not_admitted": {
+        // Never forwarded: nothing was bought. Back to the line (the edge says where).
+        sessionStorage.removeItem(PASS);
+        admitted = false;
+        if (typeof json.position === "number") line = { position: json.position, admitted: false, estimated_wait_secs: line ? line.estimated_wait_secs : 0 };
+        const place = typeof json.position === "number" ? " You are number " + json.position + " in line." : "";
+        finish("Not your turn yet: you can buy once you are admitted from the line." + place, "bad", "not_admitted", false);
+        clearTimeout(queueTimer);
+        if (room === null) {
+          // The room was switched on after this page read the view: join now, learn its settings.
+          room = { pass_secs: 0, learned: true };
+          queueStep();
+          loadView();
+        } else queueTimer = setTimeout(queueStep, retryAfter(res) * 1000);
+        return;
+      }
       case "sale_paused":
         pausedUntil = edgeNow() + retryAfter(res) * 1000;
         setTimeout(loadView, retryAfter(res) * 1000 + 50);
