@@ -36,9 +36,10 @@ use crate::sale::{self, SaleResult};
 use crate::{SaleArgs, books};
 
 mod buyers;
+mod cost;
 mod report;
 
-use buyers::{Shared, shopper};
+use buyers::{Shared, Signer, shopper};
 
 /// The signing secret the cluster's origins accept (`PAYMENT_WEBHOOK_SECRETS`).
 pub(crate) const WEBHOOK_SECRET: &str = cluster::WEBHOOK_SECRET;
@@ -75,6 +76,16 @@ pub(crate) struct HoldsArgs {
     /// The origin binary (build it with `cargo build --release -p origin`).
     #[arg(long, default_value = "target/release/origin")]
     origin_bin: PathBuf,
+    /// Holds bought then paid per round of the cost probe (CPU per webhook against CPU per
+    /// purchase, after the sales); 0 skips the probe.
+    #[arg(long, default_value_t = 2000)]
+    probe: usize,
+    /// Rounds of the cost probe (purchases and webhooks alternate).
+    #[arg(long, default_value_t = 2)]
+    probe_rounds: usize,
+    /// Concurrent clients of the cost probe.
+    #[arg(long, default_value_t = 50)]
+    probe_concurrency: usize,
     /// Postgres server URL (a fresh database is created per run).
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     postgres: String,
@@ -122,10 +133,28 @@ pub(crate) async fn run(args: &HoldsArgs, command_line: &str) -> anyhow::Result<
     );
     let cluster = Cluster::start(server, &args.postgres, args.origins).await?;
     let outcome = measure(args, &cluster).await;
+    let probe = match &outcome {
+        Ok(_) if args.probe > 0 => {
+            eprintln!("== cost probe: CPU per webhook against CPU per purchase");
+            let ring = SecretRing::single(cluster::EDGE_SECRET);
+            let rounds = args.probe_rounds.max(1);
+            let concurrency = args.probe_concurrency.max(1);
+            Some(cost::run(&cluster, &ring, args.probe, rounds, concurrency).await)
+        }
+        _ => None,
+    };
     let passed = outcome.as_ref().is_ok_and(|(_, _, ok)| *ok);
     cluster.stop(passed).await;
     let (plain, holds, ok) = outcome?;
     report::print(args, command_line, &plain, &holds);
+    if let Some(probe) = probe {
+        cost::print(
+            &probe?,
+            args.probe,
+            args.probe_rounds.max(1),
+            args.probe_concurrency.max(1),
+        );
+    }
     Ok(ok)
 }
 
@@ -204,6 +233,12 @@ async fn holds_sale(
     let shared = Arc::new(Shared {
         client,
         targets: cluster.origin_urls.clone(),
+        webhook_urls: cluster
+            .origin_urls
+            .iter()
+            .map(|t| format!("{t}/v1/payments/stripe"))
+            .collect(),
+        signer: Signer::new(WEBHOOK_SECRET),
         ring,
         sku: sku.clone(),
         stock: u64::try_from(args.stock).unwrap_or(0),

@@ -82,40 +82,48 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: PgPool, orders: OrderService) {
 /// Pays one batch and answers every job of it.
 async fn decide(pool: &PgPool, orders: &OrderService, jobs: Vec<Job>) {
     // Each event and each order once per transaction; repeats go the general way.
-    let mut events = HashSet::new();
-    let mut ids = HashSet::new();
-    let (batch, repeats): (Vec<Job>, Vec<Job>) = jobs
-        .into_iter()
-        .partition(|j| events.insert(j.payment.event_id.clone()) && ids.insert(j.payment.order_id));
-    for job in repeats {
-        let _ = job.reply.send(Ok(Paid::NotLive));
+    let first: Vec<bool> = {
+        let mut events = HashSet::with_capacity(jobs.len());
+        let mut ids = HashSet::with_capacity(jobs.len());
+        jobs.iter()
+            .map(|j| events.insert(j.payment.event_id.as_str()) && ids.insert(j.payment.order_id))
+            .collect()
+    };
+    let mut payments = Vec::with_capacity(jobs.len());
+    let mut replies = Vec::with_capacity(jobs.len());
+    for (job, first) in jobs.into_iter().zip(first) {
+        if first {
+            payments.push(job.payment);
+            replies.push(job.reply);
+        } else {
+            let _ = job.reply.send(Ok(Paid::NotLive));
+        }
     }
-    let payments: Vec<LivePayment> = batch.iter().map(|j| j.payment.clone()).collect();
     match store::pay_live_holds(pool, &payments).await {
         Ok(paid) => {
             let paid_ids: HashSet<Uuid> = paid.iter().map(|p| p.order_id).collect();
             orders.paid_live(&paid);
-            for job in batch {
-                let answer = if paid_ids.contains(&job.payment.order_id) {
+            for (payment, reply) in payments.iter().zip(replies) {
+                let answer = if paid_ids.contains(&payment.order_id) {
                     Paid::Paid
                 } else {
                     Paid::NotLive
                 };
-                let _ = job.reply.send(Ok(answer));
+                let _ = reply.send(Ok(answer));
             }
         }
         Err(StoreError::Unavailable(e)) => {
             let cause = e.to_string();
-            for job in batch {
-                let _ = job.reply.send(Err(cause.clone()));
+            for reply in replies {
+                let _ = reply.send(Err(cause.clone()));
             }
         }
         // Nothing committed (a deadlock victim, or a bug one payment triggers): each is decided
         // on its own on the general path.
         Err(e) => {
-            tracing::warn!(error = %e, payments = batch.len(), "paying live holds together failed; deciding them one by one");
-            for job in batch {
-                let _ = job.reply.send(Ok(Paid::NotLive));
+            tracing::warn!(error = %e, payments = payments.len(), "paying live holds together failed; deciding them one by one");
+            for reply in replies {
+                let _ = reply.send(Ok(Paid::NotLive));
             }
         }
     }

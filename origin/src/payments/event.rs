@@ -16,7 +16,12 @@
 //! | `charge.refunded` with `refunded: false` (a partial refund) | ignored |
 //! | anything else | ignored |
 
-use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use uuid::Uuid;
 
 /// Longest accepted event id (Stripe's are ~30 characters).
@@ -146,23 +151,32 @@ pub enum EventError {
 }
 
 /// Parses a verified delivery's body.
+///
+/// Only what the origin acts on is read — `id`, `type`, `data.object.metadata.order_id`,
+/// `data.object.payment_status` and `data.object.refunded` — borrowed from the body where it
+/// has no escapes; every other member (a Stripe event is mostly other members) is skipped
+/// without being built ([`IgnoredAny`]). The answers are those of reading the whole body as a
+/// JSON value: a member of the wrong type reads as absent, a repeated member's last value
+/// counts, and a body that is not one JSON object (or has trailing bytes) is refused.
 pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| EventError::NotAnObject)?;
-    let event = value.as_object().ok_or(EventError::NotAnObject)?;
+    let Object(Some(event)) = serde_json::from_slice::<Object<EventMembers<'_>>>(body)
+        .map_err(|_| EventError::NotAnObject)?
+    else {
+        return Err(EventError::NotAnObject);
+    };
     let id = event
-        .get("id")
-        .and_then(Value::as_str)
+        .id
+        .as_str()
         .and_then(EventId::parse)
         .ok_or(EventError::Id)?;
     let raw_type = event
-        .get("type")
-        .and_then(Value::as_str)
+        .kind
+        .as_str()
         .filter(|t| (1..=255).contains(&t.len()))
         .ok_or(EventError::Type)?
         .to_owned();
     let kind = EventType::parse(&raw_type);
-    let object = event.get("data").and_then(|d| d.get("object"));
-    let Some(object) = object.and_then(Value::as_object) else {
+    let Some(object) = event.data.0.and_then(|d| d.object.0) else {
         if kind == EventType::Other {
             return Ok(PaymentEvent {
                 id,
@@ -174,15 +188,15 @@ pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
         }
         return Err(EventError::Object(kind.as_str()));
     };
-    let order = object
-        .get("metadata")
-        .and_then(|m| m.get("order_id"))
-        .and_then(Value::as_str)
-        .and_then(|s| Uuid::parse_str(s.trim()).ok());
+    let order = object.metadata.0.and_then(|m| {
+        m.order_id
+            .as_str()
+            .and_then(|s| Uuid::parse_str(s.trim()).ok())
+    });
     let intent = match kind {
         EventType::CheckoutSessionCompleted => {
             // Absent on no Stripe event; treated as paid rather than dropping a payment.
-            match object.get("payment_status").and_then(Value::as_str) {
+            match object.payment_status.as_str() {
                 Some("unpaid") => Intent::Ignore(Ignored::Unpaid),
                 _ => Intent::Pay,
             }
@@ -194,8 +208,8 @@ pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
         | EventType::CheckoutSessionExpired
         | EventType::PaymentIntentPaymentFailed
         | EventType::PaymentIntentCanceled => Intent::CancelHold,
-        EventType::ChargeRefunded => match object.get("refunded").and_then(Value::as_bool) {
-            Some(false) => Intent::Ignore(Ignored::PartialRefund),
+        EventType::ChargeRefunded => match object.refunded {
+            Scalar::Bool(false) => Intent::Ignore(Ignored::PartialRefund),
             _ => Intent::Refund,
         },
         EventType::Other => Intent::Ignore(Ignored::Type),
@@ -207,6 +221,217 @@ pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
         order,
         intent,
     })
+}
+
+/// A JSON value of which only strings and booleans matter; anything else is skipped unbuilt.
+/// A string without escapes is borrowed from the body.
+#[derive(Debug, Default)]
+enum Scalar<'de> {
+    Str(Cow<'de, str>),
+    Bool(bool),
+    /// A number, `null`, an array, an object — or the member is absent.
+    #[default]
+    Other,
+}
+
+impl Scalar<'_> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v)))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Scalar::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+}
+
+/// The members of a JSON object that one level of the event needs.
+trait Members<'de>: Default {
+    /// Reads the value of member `key` (or skips it).
+    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// A JSON value that matters only when it is an object: `Some` of its members, else `None`
+/// (skipped unbuilt).
+struct Object<T>(Option<T>);
+
+impl<T> Default for Object<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<'de, T: Members<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ObjectVisitor(PhantomData))
+    }
+}
+
+struct ObjectVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Members<'de>> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Object<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members = T::default();
+        while let Some(key) = map.next_key::<Scalar<'de>>()? {
+            match key.as_str() {
+                Some(key) => members.member(key, &mut map)?,
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Object(Some(members)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Object(None))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Object(None))
+    }
+}
+
+/// Skips the value of a member no level needs.
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<IgnoredAny>().map(drop)
+}
+
+/// The event: `{"id", "type", "data"}`.
+#[derive(Default)]
+struct EventMembers<'de> {
+    id: Scalar<'de>,
+    kind: Scalar<'de>,
+    data: Object<DataMembers<'de>>,
+}
+
+impl<'de> Members<'de> for EventMembers<'de> {
+    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "id" => self.id = map.next_value()?,
+            "type" => self.kind = map.next_value()?,
+            "data" => self.data = map.next_value()?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// `data`: `{"object"}`.
+#[derive(Default)]
+struct DataMembers<'de> {
+    object: Object<ObjectMembers<'de>>,
+}
+
+impl<'de> Members<'de> for DataMembers<'de> {
+    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "object" => self.object = map.next_value()?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// `data.object`: `{"metadata", "payment_status", "refunded"}`.
+#[derive(Default)]
+struct ObjectMembers<'de> {
+    metadata: Object<MetadataMembers<'de>>,
+    payment_status: Scalar<'de>,
+    refunded: Scalar<'de>,
+}
+
+impl<'de> Members<'de> for ObjectMembers<'de> {
+    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "metadata" => self.metadata = map.next_value()?,
+            "payment_status" => self.payment_status = map.next_value()?,
+            "refunded" => self.refunded = map.next_value()?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// `data.object.metadata`: `{"order_id"}`.
+#[derive(Default)]
+struct MetadataMembers<'de> {
+    order_id: Scalar<'de>,
+}
+
+impl<'de> Members<'de> for MetadataMembers<'de> {
+    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "order_id" => self.order_id = map.next_value()?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -301,5 +526,37 @@ mod tests {
         // Types the origin ignores need no object.
         let e = parse(br#"{"id":"evt_1","type":"ping"}"#).expect("other");
         assert_eq!(e.intent, Intent::Ignore(Ignored::Type));
+    }
+
+    #[test]
+    fn it_reads_like_a_whole_json_value() {
+        // Escaped strings (keys and values) read as their text; members of other types read as
+        // absent; a repeated member's last value counts; what else the event holds is skipped.
+        let body = format!(
+            r#"{{"id":"evt_\u0031","type":"payment_intent.succeeded","livemode":false,"created":1790000000,
+               "request":{{"id":null,"idempotency_key":[1,{{"a":[]}}]}},"data":{{"previous":[],"object":{{
+               "amount":100.5,"metadata":{{"order_id":5}},"metadata":{{"other":"x","order_\u0069d":" {ORDER} "}}}}}}}}"#
+        );
+        let e = parse(body.as_bytes()).expect("event");
+        assert_eq!(e.id.as_str(), "evt_1");
+        assert_eq!(e.order.map(|o| o.to_string()), Some(ORDER.to_owned()));
+        assert_eq!(e.intent, Intent::Pay);
+        // A `refunded` that is not a boolean is not a partial refund; `data` that is not an
+        // object has no object.
+        let e = parse(&event("charge.refunded", r#"{"refunded":"false"}"#)).expect("refund");
+        assert_eq!(e.intent, Intent::Refund);
+        assert_eq!(
+            parse(br#"{"id":"evt_1","type":"charge.refunded","data":"x"}"#),
+            Err(EventError::Object("charge.refunded"))
+        );
+        assert_eq!(
+            parse(br#"{"id":"evt_1","type":"x"} trailing"#),
+            Err(EventError::NotAnObject)
+        );
+        assert_eq!(parse(b"\"evt_1\""), Err(EventError::NotAnObject));
+        assert_eq!(
+            parse(br#"{"id":"a","id":7,"type":"x"}"#),
+            Err(EventError::Id)
+        );
     }
 }

@@ -226,7 +226,7 @@ impl PaymentWebhooks {
             // The common case, a new payment of a live hold: paid with others in one
             // transaction, without a turn.
             let payment = LivePayment {
-                event_id: event.id.to_string(),
+                event_id: event.id.as_str().to_owned(),
                 event_type: event.raw_type.clone(),
                 order_id,
             };

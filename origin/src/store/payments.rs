@@ -4,6 +4,8 @@
 //! delivery of it was decided), the order transition runs through the orders service, and
 //! [`finish_event`] writes the result. Checked at compile time like every query of the store.
 
+use std::collections::HashMap;
+
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -156,9 +158,10 @@ pub async fn pay_live_holds(
         tx.rollback().await?;
         return Ok(Vec::new());
     }
+    let paid_by_order: HashMap<Uuid, &PaidHold> = paid.iter().map(|h| (h.order_id, h)).collect();
     let paid_payments: Vec<&LivePayment> = payments
         .iter()
-        .filter(|p| paid.iter().any(|h| h.order_id == p.order_id))
+        .filter(|p| paid_by_order.contains_key(&p.order_id))
         .collect();
     let paid_orders: Vec<Uuid> = paid_payments.iter().map(|p| p.order_id).collect();
     let paid_events: Vec<&str> = paid_payments.iter().map(|p| p.event_id.as_str()).collect();
@@ -189,8 +192,8 @@ pub async fn pay_live_holds(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(payments
+    Ok(paid_payments
         .iter()
-        .filter_map(|p| paid.iter().find(|h| h.order_id == p.order_id).cloned())
+        .filter_map(|p| paid_by_order.get(&p.order_id).map(|h| (*h).clone()))
         .collect())
 }
