@@ -225,7 +225,9 @@ pub(super) fn print(probe: &Probe, n: usize, rounds: usize, concurrency: usize) 
         w.requests as f64 / w.secs.max(1e-9)
     );
     println!("CPU ms per request      purchase   webhook   webhook ÷ purchase");
-    let rows: [(&str, fn(&CpuUse) -> f64); 5] = [
+    /// A column of the table: its name and how to read it off a phase's CPU use.
+    type Row = (&'static str, fn(&CpuUse) -> f64);
+    let rows: [Row; 5] = [
         ("origins", |c| c.origins),
         ("bench (client)", |c| c.load_generator),
         ("postgres", |c| c.postgres),
