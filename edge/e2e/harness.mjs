@@ -232,6 +232,11 @@ export class Stack {
   async putSku(sku, { stock, maxPerUser = 1000, price = 1999, name = `Item ${sku}`, adminToken = ADMIN_TOKEN, holdSecs }) {
     const body = { name, price_cents: price, stock, max_per_user: maxPerUser };
     if (holdSecs !== undefined) body.hold_secs = holdSecs;
+    return this.putSkuBody(sku, body, adminToken);
+  }
+
+  /** `PUT /v1/admin/skus/{sku}` on the origin with a raw body (a sale, or schedule/room fields only); the view. */
+  async putSkuBody(sku, body, adminToken = ADMIN_TOKEN) {
     const r = await fetch(`${this.originUrl}/v1/admin/skus/${sku}`, {
       method: "PUT",
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
@@ -445,6 +450,9 @@ export function jwt(claims, { secret = SESSION_SECRET, kid, header = { alg: "HS2
 }
 
 export const now = () => Math.floor(Date.now() / 1000);
+
+/** RFC 3339 (UTC, whole seconds, rounded down) of the unix instant `ms`. */
+export const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
 
 export function tokenFor(sub, ttl = 3600) {
   return jwt({ sub, iat: now(), exp: now() + ttl });

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { ADMIN_TOKEN, ROOM_KID, ROOM_SECRET, Stack, assertProblem, response, tokenFor, unique } from "./harness.mjs";
+import { ADMIN_TOKEN, ROOM_KID, ROOM_SECRET, Stack, assertProblem, response, rfc3339, tokenFor, unique } from "./harness.mjs";
 
 /** 100 admissions per second: the suite's rooms admit fast, so the file stays short. */
 const FAST = { admit_per_minute: 6000, pass_secs: 60 };
@@ -23,18 +23,7 @@ after(async () => {
   await stack.stop();
 });
 
-const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
-
-async function put(sku, body) {
-  const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
-    method: "PUT",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const text = await r.text();
-  assert.equal(r.status, 200, text);
-  return JSON.parse(text);
-}
+const put = (sku, body) => stack.putSkuBody(sku, body);
 
 /** A fresh SKU on sale with `extra` fields (a room, a start), warmed at the edge. */
 async function sale(extra, stock = 100) {

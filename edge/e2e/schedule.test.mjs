@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { ADMIN_TOKEN, RATE_QUOTA, Stack, assertProblem, tokenFor, unique } from "./harness.mjs";
+import { RATE_QUOTA, Stack, assertProblem, rfc3339, tokenFor, unique } from "./harness.mjs";
 
 /** The edge's view TTL in this suite: short, so that "within SKU_CACHE_TTL_SECS" is quick to prove. */
 const TTL_SECS = 2;
@@ -26,20 +26,7 @@ after(async () => {
   await stack.stop();
 });
 
-/** RFC 3339 (UTC, whole seconds) of `ms`. */
-const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
-
-/** `PUT /v1/admin/skus/{sku}` on the origin with a raw body (a sale, or schedule fields only). */
-async function put(sku, body) {
-  const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
-    method: "PUT",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const text = await r.text();
-  assert.equal(r.status, 200, text);
-  return JSON.parse(text);
-}
+const put = (sku, body) => stack.putSkuBody(sku, body);
 
 async function warm(sku) {
   const r = await stack.warmup([sku]);
