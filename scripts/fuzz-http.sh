@@ -157,9 +157,9 @@ run_pass() { # name, extra args...
   log "schemathesis pass '$name' (max $MAX_EXAMPLES examples per operation, ${PASS_TIMEOUT}s limit)"
   set +e
   # Run from $OUT, so nothing schemathesis writes lands in the work tree. One worker: with two
-  # threads, CPython 3.11's `ast` module (which Hypothesis calls to describe its lambdas) keeps
-  # one recursion counter for all threads and fails with "SystemError: AST constructor recursion
-  # depth mismatch" now and then — a crash of the tool, not an answer of the origin.
+  # threads, CPython 3.11's `ast` module (which Hypothesis calls to describe its lambdas) now and
+  # then fails with "SystemError: AST constructor recursion depth mismatch" (its recursion counter
+  # is per interpreter; CPython gh-106905) — a crash of the tool, not an answer of the origin.
   (cd "$OUT" && timeout --signal=INT --kill-after=30 "$PASS_TIMEOUT" \
     "$ROOT/$VENV/bin/schemathesis" --config-file "$name.toml" run "$BASE/openapi.json" \
     --url "$BASE" \
