@@ -413,3 +413,29 @@ pub(crate) async fn order_view(res: Response) -> serde_json::Value {
     assert_eq!(status, 200, "{body}");
     serde_json::from_str(&body).expect("json")
 }
+
+impl TestApp {
+    /// `PUT /v1/admin/skus/{sku}` with the admin token and a raw JSON body (a sale, or only
+    /// schedule / waiting room fields).
+    pub(crate) async fn put_json(&self, sku: &str, body: serde_json::Value) -> Response {
+        self.put_sku_raw(sku, Some(ADMIN_TOKEN), body.to_string())
+            .await
+    }
+
+    /// `GET /v1/skus/{sku}`, which must answer 200: its view.
+    pub(crate) async fn view(&self, sku: &str) -> serde_json::Value {
+        let res = self.get_sku(sku).await;
+        assert_eq!(res.status(), 200);
+        res.json().await.expect("json")
+    }
+}
+
+/// A sale's admin body (`stock` units, at most 5 per shopper) with `extra` fields merged in.
+pub(crate) fn sale(stock: i64, extra: serde_json::Value) -> serde_json::Value {
+    let mut body =
+        serde_json::json!({"name": "Shoe", "price_cents": 1999, "stock": stock, "max_per_user": 5});
+    if let (Some(body), serde_json::Value::Object(extra)) = (body.as_object_mut(), extra) {
+        body.extend(extra);
+    }
+    body
+}

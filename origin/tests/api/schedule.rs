@@ -10,34 +10,13 @@ use reqwest::Response;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{ADMIN_TOKEN, EDGE_SECRET, TestApp, assert_problem, created, spawn_app};
+use crate::helpers::{EDGE_SECRET, assert_problem, created, sale, spawn_app};
 use crate::processes::{OriginProcess, http_client, signed_purchase};
 
 /// RFC 3339 of now plus `secs` (whole seconds, UTC).
 fn in_secs(secs: i64) -> String {
     let at = chrono::Utc::now() + chrono::Duration::seconds(secs);
     at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-impl TestApp {
-    async fn put_json(&self, sku: &str, body: Value) -> Response {
-        self.put_sku_raw(sku, Some(ADMIN_TOKEN), body.to_string())
-            .await
-    }
-
-    async fn view(&self, sku: &str) -> Value {
-        let res = self.get_sku(sku).await;
-        assert_eq!(res.status(), 200);
-        res.json().await.expect("json")
-    }
-}
-
-fn sale(stock: i64, extra: Value) -> Value {
-    let mut body = json!({"name": "Shoe", "price_cents": 1999, "stock": stock, "max_per_user": 5});
-    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
-        body.extend(extra);
-    }
-    body
 }
 
 fn retry_after(res: &Response) -> Option<u64> {

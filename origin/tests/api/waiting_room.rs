@@ -5,46 +5,29 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, assert_problem, spawn_app};
-
-async fn put(app: &TestApp, sku: &str, body: Value) -> reqwest::Response {
-    app.put_sku_raw(sku, Some(ADMIN_TOKEN), body.to_string())
-        .await
-}
-
-async fn view(app: &TestApp, sku: &str) -> Value {
-    let res = app.get_sku(sku).await;
-    assert_eq!(res.status(), 200);
-    res.json().await.expect("json")
-}
-
-fn sale(stock: i64, extra: Value) -> Value {
-    let mut body = json!({"name": "Shoe", "price_cents": 1999, "stock": stock, "max_per_user": 5});
-    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
-        body.extend(extra);
-    }
-    body
-}
+use crate::helpers::{assert_problem, sale, spawn_app};
 
 #[sqlx::test(migrations = "./migrations")]
 async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
     let app = spawn_app(pool).await;
     // A sale without a room shows `"waiting_room": null`.
-    let res = put(&app, "W0", sale(5, json!({}))).await;
+    let res = app.put_json("W0", sale(5, json!({}))).await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
     assert_eq!(shown.get("waiting_room"), Some(&Value::Null), "{shown}");
-    assert_eq!(view(&app, "W0").await["waiting_room"], Value::Null);
+    assert_eq!(app.view("W0").await["waiting_room"], Value::Null);
 
     let room = json!({"admit_per_minute": 600, "pass_secs": 120});
-    let res = put(&app, "W1", sale(5, json!({"waiting_room": room}))).await;
+    let res = app
+        .put_json("W1", sale(5, json!({"waiting_room": room})))
+        .await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
     assert_eq!(shown["waiting_room"], room);
-    assert_eq!(view(&app, "W1").await["waiting_room"], room);
+    assert_eq!(app.view("W1").await["waiting_room"], room);
 
     // A restock that does not name it keeps it.
-    let res = put(&app, "W1", sale(50, json!({}))).await;
+    let res = app.put_json("W1", sale(50, json!({}))).await;
     let shown: Value = res.json().await.expect("json");
     assert_eq!(
         (&shown["stock"], &shown["waiting_room"]),
@@ -53,7 +36,7 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
 
     // A body of the room alone changes the room and nothing else (no restock).
     let faster = json!({"admit_per_minute": 6000, "pass_secs": 30});
-    let res = put(&app, "W1", json!({"waiting_room": faster})).await;
+    let res = app.put_json("W1", json!({"waiting_room": faster})).await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
     assert_eq!(
@@ -62,14 +45,14 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
     );
 
     // `null` disables it; the schedule fields are untouched.
-    let res = put(&app, "W1", json!({"waiting_room": null})).await;
+    let res = app.put_json("W1", json!({"waiting_room": null})).await;
     assert_eq!(res.status(), 200);
-    let after = view(&app, "W1").await;
+    let after = app.view("W1").await;
     assert_eq!(after["waiting_room"], Value::Null);
     assert_eq!(after["paused"], json!(false));
 
     // The room on a SKU with no sale: 404, like any schedule-only PUT.
-    let res = put(&app, "NOPE", json!({"waiting_room": room})).await;
+    let res = app.put_json("NOPE", json!({"waiting_room": room})).await;
     assert_problem(res, 404, "unknown_sku").await;
 }
 
@@ -77,9 +60,11 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
 async fn bad_room_values_are_400_naming_the_field_and_change_nothing(pool: PgPool) {
     let app = spawn_app(pool).await;
     let room = json!({"admit_per_minute": 600, "pass_secs": 120});
-    let res = put(&app, "B1", sale(5, json!({"waiting_room": room}))).await;
+    let res = app
+        .put_json("B1", sale(5, json!({"waiting_room": room})))
+        .await;
     assert_eq!(res.status(), 200);
-    let before = view(&app, "B1").await;
+    let before = app.view("B1").await;
     for body in [
         json!({"waiting_room": true}),
         json!({"waiting_room": "on"}),
@@ -97,7 +82,7 @@ async fn bad_room_values_are_400_naming_the_field_and_change_nothing(pool: PgPoo
             json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 0}}),
         ),
     ] {
-        let res = put(&app, "B1", body.clone()).await;
+        let res = app.put_json("B1", body.clone()).await;
         let problem = assert_problem(res, 400, "invalid_request").await;
         assert!(
             problem["detail"]
@@ -105,6 +90,6 @@ async fn bad_room_values_are_400_naming_the_field_and_change_nothing(pool: PgPoo
                 .is_some_and(|d| d.contains("waiting_room")),
             "{body}: {problem}"
         );
-        assert_eq!(view(&app, "B1").await, before, "{body} changed the sale");
+        assert_eq!(app.view("B1").await, before, "{body} changed the sale");
     }
 }
