@@ -18,6 +18,7 @@
 //! be overtaken by a later joiner of another shard.
 
 use super::order::{Head, merge};
+use crate::shield::SkuFacts;
 
 /// The version tag of [`RoomState::encode`].
 const STATE_TAG: &str = "s1";
@@ -43,6 +44,19 @@ pub struct RoomConfig {
 }
 
 impl RoomConfig {
+    /// The room of a sale as its facts show it: `None` without one (or before a view told).
+    pub fn of(facts: &SkuFacts) -> Option<Self> {
+        let room = facts.room?.waiting_room?;
+        Some(Self {
+            admit_per_minute: room.admit_per_minute,
+            pass_secs: room.pass_secs,
+            starts_ms: facts
+                .schedule
+                .and_then(|s| s.starts_at)
+                .map(|t| t.unix_ms()),
+        })
+    }
+
     /// `rate;pass_secs;starts_ms|-` (compact text, like [`RoomState::encode`]).
     pub fn encode(&self) -> String {
         format!(
@@ -418,6 +432,45 @@ mod tests {
     use crate::room::order::Key;
 
     const S: u32 = 4;
+
+    #[test]
+    fn the_config_comes_from_the_facts_room_and_schedule() {
+        use crate::shield::RoomFact;
+        use shared::{Schedule, Timestamp, WaitingRoom};
+        let room = WaitingRoom {
+            admit_per_minute: 90,
+            pass_secs: 30,
+        };
+        assert_eq!(RoomConfig::of(&SkuFacts::default()), None, "no view yet");
+        let without = SkuFacts {
+            room: Some(RoomFact { waiting_room: None }),
+            ..SkuFacts::default()
+        };
+        assert_eq!(RoomConfig::of(&without), None, "no room");
+        let mut facts = SkuFacts {
+            room: Some(RoomFact {
+                waiting_room: Some(room),
+            }),
+            ..SkuFacts::default()
+        };
+        assert_eq!(
+            RoomConfig::of(&facts),
+            Some(RoomConfig {
+                admit_per_minute: 90,
+                pass_secs: 30,
+                starts_ms: None
+            })
+        );
+        facts.schedule = Some(Schedule {
+            starts_at: Timestamp::from_unix_ms(1_700_000_000_000),
+            ends_at: None,
+            paused: false,
+        });
+        assert_eq!(
+            RoomConfig::of(&facts).and_then(|c| c.starts_ms),
+            Some(1_700_000_000_000)
+        );
+    }
 
     fn config(rate: u32, starts_ms: Option<i64>) -> RoomConfig {
         RoomConfig {

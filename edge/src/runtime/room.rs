@@ -181,19 +181,7 @@ async fn room_of(
         }
         RoomKnown::Failed => return Err(answer::unavailable()),
     };
-    Ok(facts.room.and_then(|r| r.waiting_room).map(|room| {
-        (
-            RoomConfig {
-                admit_per_minute: room.admit_per_minute,
-                pass_secs: room.pass_secs,
-                starts_ms: facts
-                    .schedule
-                    .and_then(|s| s.starts_at)
-                    .map(|t| t.unix_ms()),
-            },
-            facts,
-        )
-    }))
+    Ok(RoomConfig::of(&facts).map(|config| (config, facts)))
 }
 
 /// `POST` / `GET /v1/queue/{sku}`.
@@ -275,7 +263,7 @@ pub(crate) async fn check_purchase(
     user: &UserId,
     facts: &SkuFacts,
 ) -> Option<Reply> {
-    let room = facts.room.and_then(|r| r.waiting_room)?;
+    let config = RoomConfig::of(facts)?;
     let Some(ring) = &settings.room_secrets else {
         worker::console_error!("a waiting room is set but ROOM_SECRETS is not: failing closed");
         return Some(answer::unavailable());
@@ -297,14 +285,7 @@ pub(crate) async fn check_purchase(
         ring,
         sku,
         user,
-        config: RoomConfig {
-            admit_per_minute: room.admit_per_minute,
-            pass_secs: room.pass_secs,
-            starts_ms: facts
-                .schedule
-                .and_then(|s| s.starts_at)
-                .map(|t| t.unix_ms()),
-        },
+        config,
         base: base_url(req),
     };
     let receipt = header(req, RECEIPT_HEADER)
