@@ -103,12 +103,14 @@ pub struct PaidHold {
     pub qty: i32,
 }
 
-/// Pays, in ONE transaction, the orders of `payments` that are live holds (`held`) and whose
-/// event is new and whose charge was not refunded: `held → paid`, its `order_payments` row, and
-/// the event recorded `applied` — all committed together, so there is no `pending` record to
-/// finish. A payment of a live hold moves no unit: no SKU row, no lease; the order's row lock
-/// decides it against a concurrent expiry or cancellation (whichever locks first wins; the
-/// other finds the order no longer `held`). Every event id and order must appear once.
+/// Pays, in ONE statement (so one transaction and one round trip), the orders of `payments`
+/// that are live holds (`held`) and whose event is new and whose charge was not refunded:
+/// `held → paid`, its `order_payments` row, and the event recorded `applied` — all committed
+/// together, so there is no `pending` record to finish. A payment of a live hold moves no unit:
+/// no SKU row, no lease; the order's row lock decides it against a concurrent expiry or
+/// cancellation (whichever locks first wins; the other finds the order no longer `held`: the
+/// lock re-reads a row a transaction changed meanwhile). Every event id and order must appear
+/// once.
 ///
 /// Returns the holds paid, in `payments`' order; every other payment (a known event, an order
 /// that is not a live hold or does not exist, a refund recorded first) changed nothing and is
@@ -118,82 +120,55 @@ pub async fn pay_live_holds(
     payments: &[LivePayment],
 ) -> Result<Vec<PaidHold>, StoreError> {
     let event_ids: Vec<&str> = payments.iter().map(|p| p.event_id.as_str()).collect();
+    let types: Vec<&str> = payments.iter().map(|p| p.event_type.as_str()).collect();
     let orders: Vec<Uuid> = payments.iter().map(|p| p.order_id).collect();
-    let mut tx = pool.begin().await?;
-    // Only new events of orders whose charge was not refunded first are candidates.
-    let candidates: Vec<Uuid> = sqlx::query_scalar!(
-        r#"SELECT t.order_id AS "order_id!"
-           FROM UNNEST($1::text[], $2::uuid[]) AS t(event_id, order_id)
-           WHERE NOT EXISTS (SELECT 1 FROM payment_events e WHERE e.event_id = t.event_id)
-             AND NOT EXISTS (
-                 SELECT 1 FROM payment_events r
-                 WHERE r.order_id = t.order_id AND r.type = 'charge.refunded'
-                   AND r.result <> 'ignored_partial_refund')"#,
-        &event_ids as &[&str],
-        &orders,
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    if candidates.is_empty() {
-        tx.rollback().await?;
-        return Ok(Vec::new());
-    }
-    // Locked in id order (two transactions never wait on each other's orders); a row changed by
-    // a transaction that committed meanwhile is checked again (`status = 'held'`).
+    // Candidates: new events of orders whose charge was not refunded first. Their orders still
+    // `held` are locked in id order (two statements never wait on each other's orders) and
+    // paid; a concurrent delivery of the same event may have recorded it `pending` meanwhile:
+    // it decides it itself (the order is paid by then: `applied`).
     let paid = sqlx::query_as!(
         PaidHold,
-        r#"WITH live AS (
+        r#"WITH candidates AS (
+               SELECT t.event_id, t.type, t.order_id
+               FROM UNNEST($1::text[], $2::text[], $3::uuid[]) AS t(event_id, type, order_id)
+               WHERE NOT EXISTS (SELECT 1 FROM payment_events e WHERE e.event_id = t.event_id)
+                 AND NOT EXISTS (
+                     SELECT 1 FROM payment_events r
+                     WHERE r.order_id = t.order_id AND r.type = 'charge.refunded'
+                       AND r.result <> 'ignored_partial_refund')
+           ),
+           live AS (
                SELECT order_id FROM orders
-               WHERE order_id = ANY($1) AND status = 'held'
+               WHERE order_id IN (SELECT order_id FROM candidates) AND status = 'held'
                ORDER BY order_id FOR UPDATE
+           ),
+           paid AS (
+               UPDATE orders o SET status = 'paid', updated_at = clock_timestamp()
+               FROM live WHERE o.order_id = live.order_id
+               RETURNING o.order_id, o.sku, o.qty
+           ),
+           recorded AS (
+               INSERT INTO order_payments (order_id, source, reference)
+               SELECT p.order_id, 'stripe', c.event_id FROM paid p JOIN candidates c USING (order_id)
+               ON CONFLICT (order_id) DO NOTHING
+           ),
+           applied AS (
+               INSERT INTO payment_events (event_id, type, order_id, result, decided_at)
+               SELECT c.event_id, c.type, p.order_id, 'applied', now()
+               FROM paid p JOIN candidates c USING (order_id)
+               ON CONFLICT (event_id) DO NOTHING
            )
-           UPDATE orders o SET status = 'paid', updated_at = clock_timestamp()
-           FROM live WHERE o.order_id = live.order_id
-           RETURNING o.order_id, o.sku, o.qty"#,
-        &candidates,
+           SELECT order_id AS "order_id!", sku AS "sku!", qty AS "qty!" FROM paid"#,
+        &event_ids as &[&str],
+        &types as &[&str],
+        &orders,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(pool)
     .await?;
-    if paid.is_empty() {
-        tx.rollback().await?;
-        return Ok(Vec::new());
-    }
-    let paid_by_order: HashMap<Uuid, &PaidHold> = paid.iter().map(|h| (h.order_id, h)).collect();
-    let paid_payments: Vec<&LivePayment> = payments
+    let paid_by_order: HashMap<Uuid, PaidHold> =
+        paid.into_iter().map(|h| (h.order_id, h)).collect();
+    Ok(payments
         .iter()
-        .filter(|p| paid_by_order.contains_key(&p.order_id))
-        .collect();
-    let paid_orders: Vec<Uuid> = paid_payments.iter().map(|p| p.order_id).collect();
-    let paid_events: Vec<&str> = paid_payments.iter().map(|p| p.event_id.as_str()).collect();
-    let paid_types: Vec<&str> = paid_payments
-        .iter()
-        .map(|p| p.event_type.as_str())
-        .collect();
-    sqlx::query!(
-        "INSERT INTO order_payments (order_id, source, reference)
-         SELECT t.order_id, 'stripe', t.event_id FROM UNNEST($1::uuid[], $2::text[]) AS t(order_id, event_id)
-         ON CONFLICT (order_id) DO NOTHING",
-        &paid_orders,
-        &paid_events as &[&str],
-    )
-    .execute(&mut *tx)
-    .await?;
-    // A concurrent delivery of the same event may have recorded it `pending` meanwhile: it
-    // decides it itself (the order is paid by then: `applied`).
-    sqlx::query!(
-        "INSERT INTO payment_events (event_id, type, order_id, result, decided_at)
-         SELECT t.event_id, t.type, t.order_id, 'applied', now()
-         FROM UNNEST($1::text[], $2::text[], $3::uuid[]) AS t(event_id, type, order_id)
-         ON CONFLICT (event_id) DO NOTHING",
-        &paid_events as &[&str],
-        &paid_types as &[&str],
-        &paid_orders,
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(paid_payments
-        .iter()
-        .filter_map(|p| paid_by_order.get(&p.order_id).map(|h| (*h).clone()))
+        .filter_map(|p| paid_by_order.get(&p.order_id).cloned())
         .collect())
 }
