@@ -1,7 +1,7 @@
 //! The payments' combiner: payments of live holds decided many at a time. Reached from
 //! [`super::PaymentWebhooks::receive`] for every verified `pay` event that names an order; the
-//! deliveries wait here (not for a database connection) while ONE task per process pays the
-//! queued ones in one transaction (`store::payments::pay_live_holds`: `held → paid`, the
+//! deliveries wait here (not for a database connection) while ONE task per process gathers them
+//! (the first waits up to [`LINGER`] for others) and pays them in one transaction (`store::payments::pay_live_holds`: `held → paid`, the
 //! `order_payments` rows and the events recorded `applied`, one commit), then answers each.
 //!
 //! A payment of a live hold moves no unit, so it needs neither the SKU's lease nor the SKU row:
@@ -27,6 +27,12 @@ use sqlx::PgPool;
 pub const BATCH_MAX: usize = 500;
 /// Most payments waiting for a transaction; a delivery beyond it answers 503 (retried).
 const QUEUE_MAX: usize = 20_000;
+/// How long the first payment of a batch waits for others to join it. A transaction's cost in
+/// Postgres is mostly per transaction, not per payment: measured with `bench holds`' cost probe
+/// (docs/benchmarks.md), a payment cost ~0.2 ms of Postgres CPU in batches of a few and ~0.06 ms
+/// in batches of hundreds. A payment provider waits seconds for its answer; 20 ms is invisible
+/// to it, and at a sale's webhook rate it turns a few payments per transaction into dozens.
+pub const LINGER: Duration = Duration::from_millis(20);
 
 /// How one payment was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +80,30 @@ impl LivePayer {
 
 async fn run(mut rx: mpsc::Receiver<Job>, pool: PgPool, orders: OrderService) {
     let mut jobs: Vec<Job> = Vec::with_capacity(BATCH_MAX);
-    while rx.recv_many(&mut jobs, BATCH_MAX).await > 0 {
+    while gather(&mut rx, &mut jobs, BATCH_MAX, LINGER).await {
         decide(&pool, &orders, std::mem::take(&mut jobs)).await;
     }
+}
+
+/// Waits for a first job, then gathers what else arrives within `linger` of it, up to `max`
+/// jobs, into `jobs`. `false`: every sender is gone and nothing is left.
+async fn gather<T>(
+    rx: &mut mpsc::Receiver<T>,
+    jobs: &mut Vec<T>,
+    max: usize,
+    linger: Duration,
+) -> bool {
+    if rx.recv_many(jobs, max).await == 0 {
+        return false;
+    }
+    let until = tokio::time::Instant::now() + linger;
+    while jobs.len() < max {
+        match tokio::time::timeout_at(until, rx.recv_many(jobs, max - jobs.len())).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    true
 }
 
 /// Pays one batch and answers every job of it.
@@ -126,5 +153,54 @@ async fn decide(pool: &PgPool, orders: &OrderService, jobs: Vec<Job>) {
                 let _ = reply.send(Ok(Paid::NotLive));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_gathers_what_arrives_within_the_linger_and_no_more() {
+        let (tx, mut rx) = mpsc::channel(100);
+        let sender = tokio::spawn(async move {
+            tx.send(1).await.expect("open");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            tx.send(2).await.expect("open");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tx.send(3).await.expect("open");
+            // Past the first batch's linger (20 ms after job 1): the next batch.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tx.send(4).await.expect("open");
+        });
+        let mut jobs = Vec::new();
+        assert!(gather(&mut rx, &mut jobs, 10, LINGER).await);
+        assert_eq!(jobs, vec![1, 2, 3], "joined within 20 ms of the first");
+        jobs.clear();
+        assert!(gather(&mut rx, &mut jobs, 10, LINGER).await);
+        assert_eq!(jobs, vec![4]);
+        sender.await.expect("sender");
+        jobs.clear();
+        assert!(
+            !gather(&mut rx, &mut jobs, 10, LINGER).await,
+            "closed and empty"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_goes_at_once() {
+        let (tx, mut rx) = mpsc::channel(100);
+        for i in 0..7 {
+            tx.send(i).await.expect("open");
+        }
+        let started = tokio::time::Instant::now();
+        let mut jobs = Vec::new();
+        assert!(gather(&mut rx, &mut jobs, 5, LINGER).await);
+        assert_eq!(jobs, vec![0, 1, 2, 3, 4]);
+        assert_eq!(started.elapsed(), Duration::ZERO, "no wait once full");
+        jobs.clear();
+        assert!(gather(&mut rx, &mut jobs, 5, LINGER).await);
+        assert_eq!(jobs, vec![5, 6], "the rest after the linger");
+        assert_eq!(started.elapsed(), LINGER);
     }
 }
