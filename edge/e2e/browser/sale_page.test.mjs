@@ -72,6 +72,27 @@ function orders(sku) {
 }
 
 /**
+ * Slows the origin for real: holds `sku`'s row lock in Postgres (a purchase of it waits on it)
+ * until `release()`. Resolves once the lock is held.
+ */
+async function holdSkuRow(sku) {
+  const locker = spawn("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", stack.db, "-v", "ON_ERROR_STOP=1"], { stdio: ["pipe", "pipe", "inherit"] });
+  const locked = new Promise((ok) => locker.stdout.on("data", (d) => String(d).includes(sku) && ok()));
+  locker.stdin.write(`BEGIN; SELECT sku FROM skus WHERE sku = '${sku}' FOR UPDATE;\n`);
+  await locked;
+  return { release: () => locker.stdin.end("COMMIT;\n") };
+}
+
+/** Waits until a purchase reached the origin and waits there on a held row lock. */
+async function originWaitsOnTheRow() {
+  const deadline = Date.now() + 10_000;
+  while (sql(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) === "0") {
+    assert.ok(Date.now() < deadline, "the origin's purchase never waited on the row lock");
+    await sleep(50);
+  }
+}
+
+/**
  * A fresh tab (own cookies and sessionStorage) on the sale page of `sku` as a new shopper
  * (token in the URL fragment unless `cookie`: then in the HttpOnly flashgate_session cookie).
  * Records the Idempotency-Key and answer of every purchase the page sends.
@@ -158,12 +179,22 @@ describe("the sale page in headless Chromium", () => {
   test("a double click buys once", async () => {
     const sku = await putSale(unique("DBL"), { stock: 10 });
     const { page, context, purchases } = await open(sku);
-    await page.click("#buy", { count: 2, delay: 5 });
-    // And two clicks in the same task, before any re-render could disable the button.
-    await page.$eval("#buy", (b) => {
-      b.click();
-      b.click();
-    });
+    // The purchase stays in flight until every click is in (without the held row a fast
+    // purchase could finish between two clicks, and a click after "Bought!" rightly buys again).
+    const row = await holdSkuRow(sku);
+    try {
+      await page.click("#buy", { count: 2, delay: 5 });
+      // And two clicks in the same task, before any re-render could disable the button.
+      await page.$eval("#buy", (b) => {
+        b.click();
+        b.click();
+      });
+      await originWaitsOnTheRow();
+      await page.click("#buy", { count: 2, delay: 5 });
+      assert.equal(await state(page), "pending");
+    } finally {
+      row.release();
+    }
     await finalState(page, "bought");
     await sleep(500);
     assert.deepEqual(orders(sku), { n: 1, keys: 1 });
@@ -174,20 +205,11 @@ describe("the sale page in headless Chromium", () => {
   test("a reload while the origin is slow resumes the same intent: same key, one order", async () => {
     const sku = await putSale(unique("SLOW"), { stock: 10 });
     const { page, context, purchases } = await open(sku);
-    // Slow the origin for real: hold the SKU's row lock in Postgres, which its purchase needs.
-    const locker = spawn("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", stack.db, "-v", "ON_ERROR_STOP=1"], { stdio: ["pipe", "pipe", "inherit"] });
-    const locked = new Promise((ok) => locker.stdout.on("data", (d) => String(d).includes(sku) && ok()));
-    locker.stdin.write(`BEGIN; SELECT sku FROM skus WHERE sku = '${sku}' FOR UPDATE;\n`);
-    await locked;
+    const row = await holdSkuRow(sku);
     try {
       await page.click("#buy");
       const key = await page.evaluate((k) => JSON.parse(sessionStorage.getItem(k)).key, `flashgate.intent.${sku}`);
-      // The origin is now waiting on the lock.
-      const deadline = Date.now() + 10_000;
-      while (sql(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) === "0") {
-        assert.ok(Date.now() < deadline, "the origin's purchase never waited on the row lock");
-        await sleep(50);
-      }
+      await originWaitsOnTheRow();
       assert.equal(await state(page), "pending");
       assert.equal(await buyEnabled(page), false);
       await page.reload({ waitUntil: "load" });
@@ -195,7 +217,7 @@ describe("the sale page in headless Chromium", () => {
       assert.equal(await page.evaluate((k) => JSON.parse(sessionStorage.getItem(k)).key, `flashgate.intent.${sku}`), key);
       await sleep(1000);
     } finally {
-      locker.stdin.end("COMMIT;\n");
+      row.release();
     }
     const words = await finalState(page, "bought", 30_000);
     assert.match(words, /^Bought!/);
