@@ -18,6 +18,7 @@ use crate::pseudonym::Pseudonyms;
 use crate::purchase::Context;
 use crate::purchase::PurchaseService;
 use crate::purchase::knowledge::SaleKnowledge;
+use crate::purchase::runtime::Deciders;
 use crate::routes::{self, AppState, SharedState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
@@ -26,6 +27,8 @@ use redlock::{Redlock, RedlockConfig};
 
 /// How often stored idempotency outcomes older than the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// How long a stopping origin waits for the deciders' pool to close its connections.
+const POOL_CLOSE: Duration = Duration::from_secs(5);
 
 /// A built, bound, not yet serving origin.
 #[derive(Debug)]
@@ -87,22 +90,39 @@ impl Application {
             quorum_loss_grace: settings.redlock_quorum_loss_grace,
             ..RedlockConfig::default()
         };
-        let lock = Redlock::connect_clients(clients.clone(), config, metrics.redlock.clone())
-            .await
+        // The combiners' thread, and what they talk to Postgres and Redis with, opened there
+        // (`purchase::runtime`): their own pool, and the lock's node connections.
+        let deciders = Deciders::start().context("starting the deciders' thread")?;
+        let (decide_pool, lock) = {
+            let options = (*pool.connect_options()).clone();
+            let (max, acquire) = (settings.db_max_connections, settings.db_acquire_timeout);
+            let (clients, metrics) = (clients.clone(), metrics.redlock.clone());
+            deciders
+                .spawn(async move {
+                    let lock = Redlock::connect_clients(clients, config, metrics).await;
+                    (store::pool_with(options, max, acquire), lock)
+                })
+                .await
+                .context("starting the deciders' thread")?
+        };
+        let lock = lock
             .context("configuring Redlock from REDIS_URLS")?
             .with_audit(telemetry::LockAudit);
         // The holds' delayed queue lives on the first Redis node (docs/reliability.md).
         let holds = HoldQueue::new(clients.first().cloned(), &settings.redis_key_prefix);
-        let purchases = PurchaseService::new(Context {
-            pool: pool.clone(),
-            lock: lock.clone(),
-            knowledge: Arc::new(SaleKnowledge::new()),
-            metrics: metrics.clone(),
-            settings: settings.purchase.clone(),
-            key_prefix: settings.redis_key_prefix.clone(),
-            holds: holds.clone(),
-            due: Default::default(),
-        });
+        let purchases = PurchaseService::new(
+            Context {
+                pool: decide_pool,
+                lock: lock.clone(),
+                knowledge: Arc::new(SaleKnowledge::new()),
+                metrics: metrics.clone(),
+                settings: settings.purchase.clone(),
+                key_prefix: settings.redis_key_prefix.clone(),
+                holds: holds.clone(),
+                due: Default::default(),
+            },
+            deciders,
+        );
         let orders = OrderService::new(purchases.shared_context());
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
         let listener = server::bind(settings.listen_addr)
@@ -187,10 +207,14 @@ impl Application {
         let addr = self.listener.local_addr()?;
         tracing::info!(%addr, max_connections = self.http.max_connections, "origin listening");
         let metrics = self.state.metrics.clone();
+        let decide_pool = self.state.purchases.shared_context().pool.clone();
         let app = routes::router(self.state, (&self.http).into());
         server::serve(self.listener, app, &self.http, metrics, shutdown).await;
         self.purge.abort();
         self.expiry.abort();
+        // The deciders' pool is the process's own (the request pool may be a caller's): close
+        // its connections rather than leave them to the dropped thread.
+        let _ = tokio::time::timeout(POOL_CLOSE, decide_pool.close()).await;
         tracing::info!("origin stopped");
         Ok(())
     }

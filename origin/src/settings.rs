@@ -153,7 +153,10 @@ struct Environment {
     /// first `REDIS_URLS` node (see [security.md](security.md#redis-keys))
     #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "flashgate")]
     redis_key_prefix: String,
-    /// Postgres pool size
+    /// size of each of the process's two Postgres pools: the requests' (reads, admin API,
+    /// payment webhooks, health) and the deciders' (purchase batches and order transitions, on
+    /// their own thread: [architecture.md](architecture.md)); a process opens at most twice this
+    /// many connections, lazily
     #[arg(long, env = "DB_MAX_CONNECTIONS", default_value = "16", value_parser = env::trimmed::<u32>)]
     db_max_connections: u32,
     /// waiting longer for a connection answers 503

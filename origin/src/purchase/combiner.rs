@@ -35,6 +35,7 @@ use super::context::{
     BatchRef, Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
 };
 use super::knowledge::{Sale, SaleKnowledge};
+use super::runtime::Deciders;
 use crate::store::{Attempt, StoreError};
 use redlock::Lease;
 
@@ -79,13 +80,16 @@ enum BatchStep {
 pub struct Combiners {
     ctx: Arc<Context>,
     queues: Arc<Mutex<HashMap<Sku, mpsc::Sender<Job>>>>,
+    /// Where the combiners run.
+    deciders: Deciders,
 }
 
 impl Combiners {
-    pub fn new(ctx: Context) -> Self {
+    pub fn new(ctx: Context, deciders: Deciders) -> Self {
         Self {
             ctx: Arc::new(ctx),
             queues: Arc::default(),
+            deciders,
         }
     }
 
@@ -147,7 +151,7 @@ impl Combiners {
             ctx: self.ctx.clone(),
             queues: self.queues.clone(),
         };
-        tokio::spawn(worker.run());
+        self.deciders.spawn(worker.run());
         tx
     }
 }

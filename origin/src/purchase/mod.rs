@@ -4,8 +4,9 @@
 //! 2. [`PurchaseService::submit`] refuses a duplicate of an attempt still in flight
 //!    ([`inflight`]), answers `sold_out` at once when the process freshly knows the SKU is sold
 //!    out ([`knowledge`]), and queues the attempt on its SKU's combiner ([`combiner`]);
-//! 3. the combiner takes the SKU's Redlock lease and decides a batch of attempts in one
-//!    transaction (`store::decide_batch`) — without the lease when the SKU does not exist;
+//! 3. the combiner — on the deciders' thread ([`runtime`]) — takes the SKU's Redlock lease and
+//!    decides a batch of attempts in one transaction (`store::decide_batch`) — without the lease
+//!    when the SKU does not exist;
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
 mod answer;
@@ -15,6 +16,7 @@ pub mod context;
 pub mod due;
 pub mod inflight;
 pub mod knowledge;
+pub mod runtime;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +30,7 @@ use combiner::{Combiners, Job};
 pub use context::{BatchRef, Context};
 use inflight::{Busy, InFlight};
 use knowledge::SaleKnowledge;
+use runtime::Deciders;
 
 /// Decides purchase attempts. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -37,9 +40,10 @@ pub struct PurchaseService {
 }
 
 impl PurchaseService {
-    pub fn new(ctx: Context) -> Self {
+    /// Decides on `deciders`' thread, with `ctx` (built there: see [`runtime`]).
+    pub fn new(ctx: Context, deciders: Deciders) -> Self {
         Self {
-            combiners: Combiners::new(ctx),
+            combiners: Combiners::new(ctx, deciders),
             inflight: InFlight::default(),
         }
     }
