@@ -22,6 +22,7 @@ mod purchases;
 mod reconcile;
 #[path = "../../../redlock/tests/common/redis_nodes.rs"]
 mod redis_nodes;
+mod references;
 mod restock;
 mod rotation;
 mod schedule;
