@@ -66,18 +66,23 @@ CREATE TRIGGER idempotency_records_fixed_order BEFORE UPDATE OF order_id ON idem
     FOR EACH ROW WHEN (OLD.order_id IS DISTINCT FROM NEW.order_id)
     EXECUTE FUNCTION flashgate_fixed_column('order_id');
 
--- Every SKU the statement's new rows name exists.
-CREATE FUNCTION flashgate_new_rows_name_skus() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Every row the statement inserted references an existing row: TG_ARGV[0] is the column, and
+-- TG_ARGV[1] the referenced table, whose key has the same name (a NULL references nothing).
+CREATE FUNCTION flashgate_new_rows_reference() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     missing text;
 BEGIN
-    SELECT n.sku INTO missing FROM new_rows n
-    WHERE NOT EXISTS (SELECT 1 FROM skus s WHERE s.sku = n.sku)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'insert on table % violates the reference to skus', TG_TABLE_NAME
+    EXECUTE format(
+        'SELECT n.%1$I::text FROM new_rows n
+         WHERE n.%1$I IS NOT NULL AND NOT EXISTS (SELECT 1 FROM %2$I r WHERE r.%1$I = n.%1$I)
+         LIMIT 1',
+        TG_ARGV[0], TG_ARGV[1])
+    INTO missing;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'insert on table % violates the reference to %', TG_TABLE_NAME, TG_ARGV[1]
             USING ERRCODE = 'foreign_key_violation',
-                  DETAIL = format('Key (sku)=(%s) is not present in table "skus".', missing);
+                  DETAIL = format('Key (%s)=(%s) is not present in table "%s".',
+                                  TG_ARGV[0], missing, TG_ARGV[1]);
     END IF;
     RETURN NULL;
 END
@@ -85,29 +90,10 @@ $$;
 
 CREATE TRIGGER orders_sku_exists AFTER INSERT ON orders
     REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_rows_name_skus();
+    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_rows_reference('sku', 'skus');
 CREATE TRIGGER user_units_sku_exists AFTER INSERT ON user_units
     REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_rows_name_skus();
-
--- Every order the statement's new stored answers name exists.
-CREATE FUNCTION flashgate_new_records_name_orders() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    missing uuid;
-BEGIN
-    SELECT n.order_id INTO missing FROM new_rows n
-    WHERE n.order_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_id = n.order_id)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'insert on table % violates the reference to orders', TG_TABLE_NAME
-            USING ERRCODE = 'foreign_key_violation',
-                  DETAIL = format('Key (order_id)=(%s) is not present in table "orders".', missing);
-    END IF;
-    RETURN NULL;
-END
-$$;
-
+    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_rows_reference('sku', 'skus');
 CREATE TRIGGER idempotency_records_order_exists AFTER INSERT ON idempotency_records
     REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_records_name_orders();
+    FOR EACH STATEMENT EXECUTE FUNCTION flashgate_new_rows_reference('order_id', 'orders');
