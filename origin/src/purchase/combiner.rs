@@ -299,8 +299,8 @@ impl Worker {
         // How often a conflict may roll this batch back before it is answered 503. A conflict
         // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch
         // of another SKU, another process — has COMMITTED an order or stored answer of the same
-        // (user, key) (Postgres raises the unique violation, and `ON CONFLICT DO NOTHING` skips
-        // the row, only once the other transaction has committed). The retry reads that row and
+        // (user, key) (Postgres raises the unique violation only once the other transaction has
+        // committed). The retry reads that row and
         // decides the offender from it (422, or its replay) while the others commit: each such
         // retry settles at least one pair for good. A fixed count would let a handful of hostile
         // keys, each raced through another SKU at the right moment, exhaust it and answer every

@@ -216,6 +216,175 @@ struct NewRecord {
     order_id: Option<Uuid>,
 }
 
+/// What a batch reads before deciding: what is known of its (user, key) pairs, and the units each
+/// of its users already bought of the SKU.
+struct BatchReads {
+    prior: HashMap<(String, String), Prior>,
+    bought: HashMap<String, i64>,
+}
+
+/// Opens a batch: locks the SKU's row (`FOR UPDATE`) and reads what is known of the batch's
+/// (user, key) pairs and the units its users already bought, in ONE statement — one round trip
+/// instead of three. See [`lock_and_read`] for when it takes a second.
+async fn open_batch(
+    tx: &mut sqlx::PgConnection,
+    sku: &Sku,
+    users: &[&str],
+    keys: &[&str],
+) -> Result<(Option<LockedSku>, BatchReads), StoreError> {
+    match lock_and_read(&mut *tx, sku, users, keys).await? {
+        (locked, Some(reads)) => Ok((locked, reads)),
+        // Read again under the lock: the new statement's snapshot is taken with the lock held,
+        // so it sees the row's newest version. Nothing else can then differ.
+        (_, None) => match lock_and_read(tx, sku, users, keys).await? {
+            (locked, Some(reads)) => Ok((locked, reads)),
+            (_, None) => Err(StoreError::Conflict),
+        },
+    }
+}
+
+/// The statement of [`open_batch`]: the locked row, and the reads when they are current.
+///
+/// What is known of a pair is its stored answer, or — when that was purged after the retention —
+/// the order itself (`orders_user_key_unique` is permanent): a pair whose order exists never
+/// reaches the write, where it would violate the constraint and roll back the whole batch. The
+/// units are the `user_units` counter, bumped by the batch's write in the same transaction.
+///
+/// Each pair and each buyer is ONE index probe (`LATERAL … LIMIT 1`: a subquery the planner
+/// cannot flatten into a join), so the reads cost in proportion to the batch, never to the
+/// tables. Written as joins, the planner's custom plan for a 500-pair batch (the first five
+/// executions of each pooled connection's prepared statement) hashed ALL of
+/// `idempotency_records` and `orders` instead — 26 ms at 30,000 orders, growing with every sale;
+/// `user_id = ANY($2)` compared every counter of the SKU with every user of the batch
+/// (docs/benchmarks.md, "Per-batch reads").
+///
+/// The reads see the statement's snapshot, taken when it started — before the row lock was
+/// granted. Another transaction of the same SKU (a batch of a process whose lease was lost) may
+/// have committed in between: the lock then returns the row's newest version, while the reads
+/// may miss that batch's answers and units. Every batch rewrites the SKU's row, so the statement
+/// compares the locked version (`xmin`) with the one its snapshot sees, and the reads are `None`
+/// when they differ.
+async fn lock_and_read(
+    tx: &mut sqlx::PgConnection,
+    sku: &Sku,
+    users: &[&str],
+    keys: &[&str],
+) -> Result<(Option<LockedSku>, Option<BatchReads>), StoreError> {
+    // The reads are aggregated into arrays, so that the whole answer is one row.
+    let row = sqlx::query!(
+        r#"WITH locked AS MATERIALIZED (
+             SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at, ends_at,
+                    paused, xmin AS version
+             FROM skus WHERE sku = $1 FOR UPDATE
+         )
+         SELECT l.stock AS "stock?", l.max_per_user AS "max_per_user?",
+                l.generation AS "generation?", l.fence AS "fence?", l.hold_secs AS "hold_secs?",
+                l.returns AS "returns?", l.starts_at, l.ends_at, l.paused AS "paused?",
+                now() AS "now!",
+                l.version IS NOT DISTINCT FROM (SELECT s.xmin FROM skus s WHERE s.sku = $1)
+                    AS "settled!",
+                p.users AS "prior_users!", p.keys AS "prior_keys!",
+                p.skus AS "prior_skus!: Vec<Option<String>>",
+                p.qtys AS "prior_qtys!: Vec<Option<i32>>",
+                p.statuses AS "prior_statuses!: Vec<Option<i16>>",
+                p.bodies AS "prior_bodies!: Vec<Option<String>>",
+                u.users AS "bought_users!", u.units AS "bought_units!"
+         FROM (SELECT 1) AS one
+         LEFT JOIN locked l ON true
+         CROSS JOIN LATERAL (
+             SELECT COALESCE(array_agg(b.user_id), '{}') AS users,
+                    COALESCE(array_agg(b.idempotency_key), '{}') AS keys,
+                    COALESCE(array_agg(r.sku), '{}') AS skus,
+                    COALESCE(array_agg(r.qty), '{}') AS qtys,
+                    COALESCE(array_agg(r.status), '{}') AS statuses,
+                    COALESCE(array_agg(r.body), '{}') AS bodies
+             FROM UNNEST($2::text[], $3::text[]) AS b(user_id, idempotency_key)
+             LEFT JOIN LATERAL (
+                 SELECT r.sku, r.qty, r.status, r.body FROM idempotency_records r
+                 WHERE r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key
+                 LIMIT 1
+             ) r ON true
+             LEFT JOIN LATERAL (
+                 SELECT true AS found FROM orders o
+                 WHERE o.user_id = b.user_id AND o.idempotency_key = b.idempotency_key
+                 LIMIT 1
+             ) o ON r.sku IS NULL
+             WHERE r.sku IS NOT NULL OR o.found
+         ) p
+         CROSS JOIN LATERAL (
+             SELECT COALESCE(array_agg(b.user_id), '{}') AS users,
+                    COALESCE(array_agg(c.units), '{}') AS units
+             FROM UNNEST($2::text[]) AS b(user_id)
+             CROSS JOIN LATERAL (
+                 SELECT units FROM user_units WHERE sku = $1 AND user_id = b.user_id LIMIT 1
+             ) c
+         ) u"#,
+        sku.as_str(),
+        users as &[&str],
+        keys as &[&str],
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let locked = match (
+        row.stock,
+        row.max_per_user,
+        row.generation,
+        row.fence,
+        row.hold_secs,
+        row.returns,
+        row.paused,
+    ) {
+        (
+            Some(stock),
+            Some(max_per_user),
+            Some(generation),
+            Some(fence),
+            Some(hold_secs),
+            Some(returns),
+            Some(paused),
+        ) => Some(LockedSku {
+            stock,
+            max_per_user,
+            generation,
+            fence,
+            hold_secs,
+            returns,
+            starts_at: row.starts_at,
+            ends_at: row.ends_at,
+            paused,
+            now: row.now,
+        }),
+        _ => None,
+    };
+    if !row.settled {
+        return Ok((locked, None));
+    }
+    let prior = row
+        .prior_users
+        .into_iter()
+        .zip(row.prior_keys)
+        .zip(row.prior_skus)
+        .zip(row.prior_qtys)
+        .zip(row.prior_statuses)
+        .zip(row.prior_bodies)
+        .map(
+            |(((((user_id, idempotency_key), sku), qty), status), body)| {
+                PriorRow {
+                    user_id,
+                    idempotency_key,
+                    sku,
+                    qty,
+                    status,
+                    body,
+                }
+                .into_entry()
+            },
+        )
+        .collect();
+    let bought = row.bought_users.into_iter().zip(row.bought_units).collect();
+    Ok((locked, Some(BatchReads { prior, bought })))
+}
+
 /// A fresh refusal: the answer to store, and its outcome.
 fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
     (StoredAnswer::refusal(code, detail), Outcome::Refused(code))
@@ -225,6 +394,9 @@ fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
 /// `fence` is the Redlock fencing token of the caller's lease (`None` without a lock) and
 /// `commit_by` the instant after which the lease may be gone: past it, the transaction rolls back
 /// instead of committing ([`StoreError::LeaseExpired`]). `mode` says whether the batch may sell.
+///
+/// Four round trips whatever the batch's size: `BEGIN`, one statement that locks the SKU's row
+/// and reads what the batch needs ([`open_batch`]), one that writes everything, `COMMIT`.
 pub async fn decide_batch(
     pool: &PgPool,
     sku: &Sku,
@@ -234,27 +406,30 @@ pub async fn decide_batch(
     mode: BatchMode,
 ) -> Result<BatchResult, StoreError> {
     let mut tx = pool.begin().await?;
+    // Array parameters are borrowed, not copied: `as &[&str]` tells `query!` the Rust type of a
+    // `text[]` parameter (its check knows only `&[String]`); the SQL's `::text[]` fixes the type.
+    let users: Vec<&str> = attempts.iter().map(|a| a.user.as_str()).collect();
+    let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
 
-    let locked = match mode {
-        BatchMode::Sell => sqlx::query_as!(
-            LockedSku,
-            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at, ends_at,
-                      paused, now() AS "now!"
-                   FROM skus WHERE sku = $1 FOR UPDATE"#,
-            sku.as_str(),
-        )
-        .fetch_optional(&mut *tx)
-        .await?,
-        // No row lock: a missing row locks nothing anyway, and an existing one is not decided here.
-        BatchMode::UnknownSkuOnly => sqlx::query_as!(
-            LockedSku,
-            r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at, ends_at,
-                      paused, now() AS "now!"
-                       FROM skus WHERE sku = $1"#,
-            sku.as_str(),
-        )
-        .fetch_optional(&mut *tx)
-        .await?,
+    let (locked, reads) = match mode {
+        BatchMode::Sell => open_batch(&mut tx, sku, &users, &keys).await?,
+        BatchMode::UnknownSkuOnly => {
+            // Not the row lock first: an existing row is not decided here, and may be locked by
+            // the lease holder's batch. Only a SKU created since this read is waited for.
+            let row = sqlx::query_as!(
+                LockedSku,
+                r#"SELECT stock, max_per_user, generation, fence, hold_secs, returns, starts_at,
+                          ends_at, paused, now() AS "now!"
+                   FROM skus WHERE sku = $1"#,
+                sku.as_str(),
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
+            match row {
+                Some(row) => return Err(StoreError::SkuExists(row.sale_state())),
+                None => open_batch(&mut tx, sku, &users, &keys).await?,
+            }
+        }
     };
     if let (Some(row), BatchMode::UnknownSkuOnly) = (&locked, mode) {
         return Err(StoreError::SkuExists(row.sale_state()));
@@ -268,71 +443,13 @@ pub async fn decide_batch(
             });
         }
     }
+    let BatchReads {
+        prior: mut known,
+        mut bought,
+    } = reads;
 
-    // What is known of these (user, key) pairs: the stored answer, or — when it was purged after
-    // the retention — the order itself (`orders_user_key_unique` is permanent). Both by their
-    // unique indexes, in this transaction: a pair whose order exists never reaches the write
-    // below, where it would violate the constraint and roll back the whole batch.
-    // Each pair is looked up by ONE index probe (`LATERAL … LIMIT 1`: a subquery the planner
-    // cannot flatten into a join): a batch's reads cost in proportion to the batch, never to the
-    // tables. Written as joins, the planner's custom plan for a 500-pair batch (the first five
-    // executions of each pooled connection's prepared statement) hashed ALL of
-    // `idempotency_records` and `orders` instead — 26 ms at 30,000 orders, growing with every
-    // sale (docs/benchmarks.md, "Per-batch reads").
-    // Array parameters are borrowed, not copied: `as &[&str]` tells `query!` the Rust type of a
-    // `text[]` parameter (its check knows only `&[String]`); the SQL's `::text[]` fixes the type.
-    let users: Vec<&str> = attempts.iter().map(|a| a.user.as_str()).collect();
-    let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
-    let prior = sqlx::query_as!(
-        PriorRow,
-        r#"SELECT b.user_id AS "user_id!", b.idempotency_key AS "idempotency_key!",
-                  r.sku AS "sku?", r.qty AS "qty?", r.status AS "status?", r.body AS "body?"
-         FROM UNNEST($1::text[], $2::text[]) AS b(user_id, idempotency_key)
-         LEFT JOIN LATERAL (
-             SELECT r.sku, r.qty, r.status, r.body FROM idempotency_records r
-             WHERE r.user_id = b.user_id AND r.idempotency_key = b.idempotency_key
-             LIMIT 1
-         ) r ON true
-         LEFT JOIN LATERAL (
-             SELECT true AS found FROM orders o
-             WHERE o.user_id = b.user_id AND o.idempotency_key = b.idempotency_key
-             LIMIT 1
-         ) o ON r.sku IS NULL
-         WHERE r.sku IS NOT NULL OR o.found"#,
-        &users as &[&str],
-        &keys as &[&str],
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    // (user, key) -> what decided it, grown with this batch's own decisions so duplicates inside
-    // the batch are decided once.
-    let mut known: HashMap<(String, String), Prior> =
-        prior.into_iter().map(PriorRow::into_entry).collect();
-
-    // Units each user already bought of this SKU (all generations): the `user_units` counter,
-    // bumped by the write statement below in this same transaction. One index probe per user,
-    // as above (`user_id = ANY($2)` was a scan comparing every row of the SKU with every user of
-    // the batch in the generic plan: 5 ms for 1,000 shoppers and 500 attempts).
-    let mut bought: HashMap<String, i64> = if locked.is_some() {
-        sqlx::query!(
-            r#"SELECT b.user_id AS "user_id!", u.units AS "units!"
-               FROM UNNEST($2::text[]) AS b(user_id)
-               CROSS JOIN LATERAL (
-                   SELECT units FROM user_units
-                   WHERE sku = $1 AND user_id = b.user_id
-                   LIMIT 1
-               ) u"#,
-            sku.as_str(),
-            &users as &[&str],
-        )
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(|r| (r.user_id, r.units))
-        .collect()
-    } else {
-        HashMap::new()
-    };
+    // `known`: (user, key) -> what decided it, grown with this batch's own decisions so
+    // duplicates inside the batch are decided once. `bought`: units per user, grown likewise.
 
     let mut stock = locked.as_ref().map_or(0, |r| r.stock);
     let expires_at = locked.as_ref().and_then(LockedSku::hold_expiry);
@@ -455,8 +572,13 @@ pub async fn decide_batch(
         .collect();
     let units_sold: i64 = orders.iter().map(|r| i64::from(r.qty)).sum();
     // Every write of the batch in one statement (one round trip): the orders, the per-user
-    // counters, the stock decrement with the fencing token, and the stored answers. Foreign keys
-    // are checked at the end of the statement, when the orders exist.
+    // counters, the stock decrement with the fencing token, and the stored answers. References
+    // are checked at the end of the statement, when the orders exist. The stored answers are a
+    // plain insert (no `ON CONFLICT`, whose speculative insertion costs a probe and a WAL record
+    // more per row): a (user, key) stored meanwhile by another SKU's batch is a unique violation
+    // of `idempotency_records_pkey`, `StoreError::Conflict`, and the retry answers it. The
+    // counters stay an upsert: one probe of the primary key per buyer whatever the plan, where
+    // an `UPDATE … FROM UNNEST` may be planned as a hash join over every counter of the SKU.
     // The statement's array parameters, one element per order / per new record.
     let order_ids: Vec<Uuid> = orders.iter().filter_map(|r| r.order_id).collect();
     let order_users: Vec<&str> = orders.iter().map(|r| r.user.as_str()).collect();
@@ -469,7 +591,7 @@ pub async fn decide_batch(
     let record_bodies: Vec<&str> = new_records.iter().map(|r| r.body.as_str()).collect();
     // `None` for a refusal: no order (the `CHECK` ties a NULL order id to a non-201 status).
     let record_orders: Vec<Option<Uuid>> = new_records.iter().map(|r| r.order_id).collect();
-    let stored = sqlx::query_scalar!(
+    sqlx::query!(
         r#"WITH new_orders AS (
              INSERT INTO orders (order_id, sku, generation, user_id, qty, idempotency_key, fence, status, expires_at)
              SELECT o, $1, $2, u, q, k, $3, $16, $17 FROM UNNEST($4::uuid[], $5::text[], $6::int[], $7::text[]) AS t(o, u, q, k)
@@ -477,18 +599,14 @@ pub async fn decide_batch(
              INSERT INTO user_units (sku, user_id, units)
              SELECT $1, u, SUM(q) FROM UNNEST($5::text[], $6::int[]) AS t(u, q) GROUP BY u
              ON CONFLICT (sku, user_id) DO UPDATE SET units = user_units.units + EXCLUDED.units
-         ), sold AS (
-             UPDATE skus SET stock = stock - $8, units_out = units_out + $8,
-                             fence = GREATEST(fence, $3), updated_at = now()
-             WHERE sku = $1 AND $9
          ), stored AS (
              INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
              SELECT u, k, $1, q, s, b, o
              FROM UNNEST($10::text[], $11::text[], $12::int[], $13::smallint[], $14::text[], $15::uuid[]) AS t(u, k, q, s, b, o)
-             ON CONFLICT DO NOTHING
-             RETURNING 1
          )
-         SELECT COUNT(*) AS "stored!" FROM stored"#,
+         UPDATE skus SET stock = stock - $8, units_out = units_out + $8,
+                         fence = GREATEST(fence, $3), updated_at = now()
+         WHERE sku = $1 AND $9"#,
         sku.as_str(),
         locked.as_ref().map_or(0, |r| r.generation),
         fence.unwrap_or(0),
@@ -507,13 +625,8 @@ pub async fn decide_batch(
         status.as_str(),
         expires_at,
     )
-    .fetch_one(&mut *tx)
+    .execute(&mut *tx)
     .await?;
-    if usize::try_from(stored).ok() != Some(new_records.len()) {
-        // Another transaction stored one of these keys meanwhile (same key, other SKU) and has
-        // committed (`ON CONFLICT` waits for it): the retry sees its answer.
-        return Err(StoreError::Conflict);
-    }
     if commit_by.is_some_and(|by| Instant::now() >= by) {
         tx.rollback().await?;
         return Err(StoreError::LeaseExpired);

@@ -148,6 +148,69 @@ async fn a_stale_fencing_token_commits_nothing(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn a_batch_that_waited_for_the_row_decides_from_what_the_holder_committed(pool: PgPool) {
+    // Two transactions of one SKU at once: a process whose lease was lost still commits while the
+    // new holder's batch waits for the row. The waiting batch's statement started before that
+    // commit, so its snapshot does not hold the answer and the unit the first batch stored; it
+    // must decide from them all the same: the same key replayed, the cap (1) applied.
+    let app = spawn_app(pool.clone()).await;
+    app.put_sku("RACE", 10, 1).await;
+    let sku = Sku::parse("RACE").expect("sku");
+    let holder = hold_sku_row(&pool, "RACE").await;
+    let first = {
+        let (pool, sku) = (pool.clone(), sku.clone());
+        tokio::spawn(async move {
+            store::decide_batch(
+                &pool,
+                &sku,
+                &[attempt("u", "k1", "RACE", 1)],
+                None,
+                None,
+                BatchMode::Sell,
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = {
+        let (pool, sku) = (pool.clone(), sku.clone());
+        tokio::spawn(async move {
+            store::decide_batch(
+                &pool,
+                &sku,
+                &[attempt("u", "k1", "RACE", 1), attempt("u", "k2", "RACE", 1)],
+                None,
+                None,
+                BatchMode::Sell,
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.rollback().await.expect("release the row");
+    let first = first.await.expect("join").expect("first batch commits");
+    let second = second.await.expect("join").expect("second batch commits");
+    assert_eq!(
+        first.decisions.iter().map(status).collect::<Vec<_>>(),
+        ["created"]
+    );
+    assert_eq!(
+        second.decisions.iter().map(status).collect::<Vec<_>>(),
+        ["replay 201", "purchase_limit"]
+    );
+    let (Decision::Fresh { answer, .. }, Decision::Replay(replayed)) =
+        (&first.decisions[0], &second.decisions[0])
+    else {
+        unreachable!("asserted above");
+    };
+    assert_eq!(
+        replayed, answer,
+        "the replay is the stored answer, byte for byte"
+    );
+    assert_eq!(app.stock("RACE").await, 9);
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn a_commit_past_the_lease_deadline_rolls_back(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     app.put_sku("L", 10, 10).await;
