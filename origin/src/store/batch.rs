@@ -158,17 +158,6 @@ impl LockedSku {
     }
 }
 
-/// What the database already knows of a (user, key) pair of the batch: its stored answer, or
-/// only its order (the answer was purged). Pairs it knows nothing of have no row.
-struct PriorRow {
-    user_id: String,
-    idempotency_key: String,
-    sku: Option<String>,
-    qty: Option<i32>,
-    status: Option<i16>,
-    body: Option<String>,
-}
-
 /// A (user, key) pair decided before this attempt.
 enum Prior {
     /// Its stored answer, and the request it answered.
@@ -181,17 +170,16 @@ enum Prior {
     Spent,
 }
 
-impl PriorRow {
-    fn into_entry(self) -> ((String, String), Prior) {
-        let Self {
-            user_id,
-            idempotency_key,
-            sku,
-            qty,
-            status,
-            body,
-        } = self;
-        let prior = match (sku, qty, status, body) {
+impl Prior {
+    /// A pair the database knows: its stored answer's columns, all `None` when only its order
+    /// remains (the answer was purged).
+    fn from_stored(
+        sku: Option<String>,
+        qty: Option<i32>,
+        status: Option<i16>,
+        body: Option<String>,
+    ) -> Self {
+        match (sku, qty, status, body) {
             (Some(sku), Some(qty), Some(status), Some(body)) => Prior::Answered {
                 sku,
                 qty,
@@ -201,8 +189,7 @@ impl PriorRow {
                 },
             },
             _ => Prior::Spent,
-        };
-        ((user_id, idempotency_key), prior)
+        }
     }
 }
 
@@ -367,19 +354,9 @@ async fn lock_and_read(
         .zip(row.prior_qtys)
         .zip(row.prior_statuses)
         .zip(row.prior_bodies)
-        .map(
-            |(((((user_id, idempotency_key), sku), qty), status), body)| {
-                PriorRow {
-                    user_id,
-                    idempotency_key,
-                    sku,
-                    qty,
-                    status,
-                    body,
-                }
-                .into_entry()
-            },
-        )
+        .map(|(((((user, key), sku), qty), status), body)| {
+            ((user, key), Prior::from_stored(sku, qty, status, body))
+        })
         .collect();
     let bought = row.bought_users.into_iter().zip(row.bought_units).collect();
     Ok((locked, Some(BatchReads { prior, bought })))

@@ -2,7 +2,7 @@
 //! guard and load shedding.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use origin::store::{self, Attempt, BatchMode, Decision, Outcome, StoreError};
 use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, Quantity, Sku, UserId};
@@ -157,36 +157,25 @@ async fn a_batch_that_waited_for_the_row_decides_from_what_the_holder_committed(
     app.put_sku("RACE", 10, 1).await;
     let sku = Sku::parse("RACE").expect("sku");
     let holder = hold_sku_row(&pool, "RACE").await;
-    let first = {
+    let batch = |attempts: Vec<Attempt>| {
         let (pool, sku) = (pool.clone(), sku.clone());
         tokio::spawn(async move {
-            store::decide_batch(
-                &pool,
-                &sku,
-                &[attempt("u", "k1", "RACE", 1)],
-                None,
-                None,
-                BatchMode::Sell,
-            )
-            .await
+            store::decide_batch(&pool, &sku, &attempts, None, None, BatchMode::Sell).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let second = {
-        let (pool, sku) = (pool.clone(), sku.clone());
-        tokio::spawn(async move {
-            store::decide_batch(
-                &pool,
-                &sku,
-                &[attempt("u", "k1", "RACE", 1), attempt("u", "k2", "RACE", 1)],
-                None,
-                None,
-                BatchMode::Sell,
-            )
-            .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let first = batch(vec![attempt("u", "k1", "RACE", 1)]);
+    wait_until("the first batch waits for the row", || async {
+        lock_waiters(&pool).await == 1
+    })
+    .await;
+    let second = batch(vec![
+        attempt("u", "k1", "RACE", 1),
+        attempt("u", "k2", "RACE", 1),
+    ]);
+    wait_until("the second batch waits behind it", || async {
+        lock_waiters(&pool).await == 2
+    })
+    .await;
     holder.rollback().await.expect("release the row");
     let first = first.await.expect("join").expect("first batch commits");
     let second = second.await.expect("join").expect("second batch commits");
@@ -242,6 +231,33 @@ pub(crate) async fn hold_sku_row(
         .await
         .expect("row lock");
     tx
+}
+
+/// Polls `done` every 10 ms for up to 20 s (a loaded machine is slow, never this slow).
+pub(crate) async fn wait_until<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !done().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Transactions of this test's database waiting for a lock (a batch blocked on a held SKU row).
+pub(crate) async fn lock_waiters(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_activity")
 }
 
 async fn buy_all(apps: &[Arc<TestApp>], n: usize, sku: &str, users: usize) -> Vec<u16> {

@@ -6,40 +6,13 @@
 //!   422, never a 5xx, one order.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use origin::store;
 use sqlx::PgPool;
 
-use crate::contention::hold_sku_row;
+use crate::contention::{hold_sku_row, lock_waiters, wait_until};
 use crate::helpers::{TestApp, assert_problem, joined, metric, spawn_app, spawn_app_with};
-
-/// Polls `done` every 10 ms for up to 20 s (a loaded machine is slow, never this slow).
-async fn wait_until<F, Fut>(what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !done().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Transactions of this test's database waiting for a lock (a batch blocked on a held SKU row).
-async fn lock_waiters(pool: &PgPool) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pg_stat_activity
-         WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await
-    .expect("pg_stat_activity")
-}
 
 /// Buys in a task; yields (status, `code` of a problem or "" for a 201).
 fn buy(
