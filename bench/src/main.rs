@@ -141,8 +141,9 @@ pub(crate) struct SaleArgs {
     /// SKU name (default: a fresh one per run).
     #[arg(long)]
     pub(crate) sku: Option<String>,
-    /// Where to write the SVG plot(s).
-    #[arg(long, default_value = "docs/bench")]
+    /// Where to write the SVG plot(s). The default is out of version control; a run meant for
+    /// the docs passes `--out-dir docs/bench` (see docs/benchmarks.md).
+    #[arg(long, default_value = "target/bench")]
     pub(crate) out_dir: PathBuf,
     /// A label for the output files.
     #[arg(long, default_value = "sale")]
