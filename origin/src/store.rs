@@ -63,8 +63,9 @@ pub enum StoreError {
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
     /// A concurrent transaction committed a row of the same (user, idempotency key) — a unique
-    /// violation of [`PER_ATTEMPT_UNIQUE`] — or the database chose this transaction as a deadlock / serialization victim. Nothing was
-    /// committed; a retry sees the committed row and decides that attempt from it.
+    /// violation of [`PER_ATTEMPT_UNIQUE`] — or the database chose this transaction as a
+    /// deadlock / serialization victim. Nothing was committed; a retry sees the committed row and
+    /// decides that attempt from it.
     #[error("conflicting concurrent transaction; retry")]
     Conflict,
     /// The SKU row carries a newer fencing token: this batch comes from a stale lock holder.

@@ -297,19 +297,18 @@ impl Worker {
         let batch: Vec<Job> = self.pending.drain(..n).collect();
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         // How often a conflict may roll this batch back before it is answered 503. A conflict
-        // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch
-        // of another SKU, another process — has COMMITTED an order or stored answer of the same
-        // (user, key) (Postgres raises the unique violation only once the other transaction has
-        // committed). The retry reads that row and
-        // decides the offender from it (422, or its replay) while the others commit: each such
-        // retry settles at least one pair for good. A fixed count would let a handful of hostile
-        // keys, each raced through another SKU at the right moment, exhaust it and answer every
-        // innocent shopper of the batch 503; an unbounded loop would spin on a conflict that does
-        // not settle. So the bound is per offender — one retry per distinct (user, key) of the
-        // batch, which a per-attempt conflict can never exhaust — plus MAX_CONFLICT_RETRIES for
-        // deadlock / serialization victims. Time stays bounded by the lease: `decide` refuses to
-        // start without `commit_budget` left, and the jobs then go back to the queue, where their
-        // deadlines apply.
+        // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch of
+        // another SKU, another process — has COMMITTED an order or stored answer of the same (user,
+        // key) (Postgres raises the unique violation only once the other transaction has
+        // committed). The retry reads that row and decides the offender from it (422, or its
+        // replay) while the others commit: each such retry settles at least one pair for good. A
+        // fixed count would let a handful of hostile keys, each raced through another SKU at the
+        // right moment, exhaust it and answer every innocent shopper of the batch 503; an unbounded
+        // loop would spin on a conflict that does not settle. So the bound is per offender — one
+        // retry per distinct (user, key) of the batch, which a per-attempt conflict can never
+        // exhaust — plus MAX_CONFLICT_RETRIES for deadlock / serialization victims. Time stays
+        // bounded by the lease: `decide` refuses to start without `commit_budget` left, and the
+        // jobs then go back to the queue, where their deadlines apply.
         let max_conflicts = {
             let pairs: HashSet<(&str, &str)> = attempts
                 .iter()
