@@ -156,16 +156,7 @@ pub fn connect_options(
     Ok(options)
 }
 
-/// A pooled connection idle at least this long is pinged before it is handed out.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
-
 /// A lazily connecting pool over `options`.
-///
-/// A connection is checked (one round trip) only when it has been idle for [`PING_IF_IDLE_FOR`],
-/// not on every acquire as sqlx does by default: under a sale the pool's connections are never
-/// idle that long, and a check per batch transaction was a fifth of its round trips. A connection
-/// is still checked when it is given back (sqlx pings it then, off the request's path), so one
-/// that broke while in use is closed there and never handed out.
 pub fn pool_with(
     options: PgConnectOptions,
     max_connections: u32,
@@ -174,15 +165,6 @@ pub fn pool_with(
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= PING_IF_IDLE_FOR {
-                    sqlx::Connection::ping(conn).await?;
-                }
-                Ok(true)
-            })
-        })
         .connect_lazy_with(options)
 }
 
