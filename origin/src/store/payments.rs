@@ -125,7 +125,10 @@ pub async fn pay_live_holds(
     // Candidates: new events of orders whose charge was not refunded first. Their orders still
     // `held` are locked in id order (two statements never wait on each other's orders) and
     // paid; a concurrent delivery of the same event may have recorded it `pending` meanwhile:
-    // it decides it itself (the order is paid by then: `applied`).
+    // it decides it itself (the order is paid by then: `applied`). Each payment's event rides
+    // with its order from `live` on, so no step joins two of the statement's own row sets: a
+    // cached (generic) plan guesses them at a few rows and would join them as nested loops,
+    // quadratic in the batch (500 payments: 250,000 comparisons per join).
     let paid = sqlx::query_as!(
         PaidHold,
         r#"WITH candidates AS (
@@ -138,24 +141,24 @@ pub async fn pay_live_holds(
                        AND r.result <> 'ignored_partial_refund')
            ),
            live AS (
-               SELECT order_id FROM orders
-               WHERE order_id IN (SELECT order_id FROM candidates) AND status = 'held'
-               ORDER BY order_id FOR UPDATE
+               SELECT o.order_id, c.event_id, c.type
+               FROM candidates c JOIN orders o ON o.order_id = c.order_id
+               WHERE o.status = 'held'
+               ORDER BY o.order_id FOR UPDATE OF o
            ),
            paid AS (
                UPDATE orders o SET status = 'paid', updated_at = clock_timestamp()
                FROM live WHERE o.order_id = live.order_id
-               RETURNING o.order_id, o.sku, o.qty
+               RETURNING o.order_id, o.sku, o.qty, live.event_id, live.type
            ),
            recorded AS (
                INSERT INTO order_payments (order_id, source, reference)
-               SELECT p.order_id, 'stripe', c.event_id FROM paid p JOIN candidates c USING (order_id)
+               SELECT order_id, 'stripe', event_id FROM paid
                ON CONFLICT (order_id) DO NOTHING
            ),
            applied AS (
                INSERT INTO payment_events (event_id, type, order_id, result, decided_at)
-               SELECT c.event_id, c.type, p.order_id, 'applied', now()
-               FROM paid p JOIN candidates c USING (order_id)
+               SELECT event_id, type, order_id, 'applied', now() FROM paid
                ON CONFLICT (event_id) DO NOTHING
            )
            SELECT order_id AS "order_id!", sku AS "sku!", qty AS "qty!" FROM paid"#,

@@ -1,8 +1,9 @@
-//! The books' references (migration `20261201000005_set_based_references.sql`): an order, a
-//! per-user counter or a stored answer that names a SKU or an order that does not exist is
-//! refused (23503, checked once per statement), and the rows referenced — SKUs and orders — are
-//! permanent: never deleted, their keys never changed (23001). Plain SQL against the migrated
-//! database, after a real sale through the app.
+//! The books' references (migrations `20261201000005_set_based_references.sql` and
+//! `20261202000001_payment_writes.sql`): an order, a per-user counter, a stored answer or a
+//! payment record that names a SKU or an order that does not exist is refused (23503, checked
+//! once per statement), and the rows referenced — SKUs and orders — are permanent: never
+//! deleted, their keys never changed (23001). Plain SQL against the migrated database, after a
+//! real sale through the app.
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -33,6 +34,15 @@ async fn rows_naming_a_missing_sku_or_order_are_refused_and_referenced_rows_are_
         .await
         .expect("alice's order");
     let missing = Uuid::now_v7();
+    // Alice's order paid through a payment record that names it (allowed: the order exists).
+    assert_eq!(
+        sqlstate(
+            &pool,
+            &format!("INSERT INTO order_payments (order_id, source) VALUES ('{order}', 'api')")
+        )
+        .await,
+        None
+    );
 
     let refused = [
         format!(
@@ -44,6 +54,11 @@ async fn rows_naming_a_missing_sku_or_order_are_refused_and_referenced_rows_are_
         format!(
             "INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
              VALUES ('carol', 'k9', 'REF-A', 1, 201, '{{}}', '{missing}')"
+        ),
+        // A payment record of a missing order, beside one of a real order.
+        format!(
+            "INSERT INTO order_payments (order_id, source)
+             VALUES ((SELECT order_id FROM orders WHERE user_id = 'bob'), 'api'), ('{missing}', 'api')"
         ),
     ];
     for sql in &refused {
@@ -64,6 +79,8 @@ async fn rows_naming_a_missing_sku_or_order_are_refused_and_referenced_rows_are_
         format!("UPDATE orders SET sku = 'REF-B' WHERE order_id = '{order}'"),
         "UPDATE user_units SET sku = 'REF-B' WHERE user_id = 'alice'".into(),
         "UPDATE idempotency_records SET order_id = (SELECT order_id FROM orders WHERE user_id = 'bob') WHERE user_id = 'alice'".into(),
+        // A payment record stays with its order, even when moved to another real one.
+        "UPDATE order_payments SET order_id = (SELECT order_id FROM orders WHERE user_id = 'bob')".into(),
     ];
     for sql in &permanent {
         assert_eq!(
@@ -74,14 +91,15 @@ async fn rows_naming_a_missing_sku_or_order_are_refused_and_referenced_rows_are_
     }
 
     // Nothing changed: the sale's rows are all there, as the app wrote them.
-    let counts: (i64, i64, i64, i64) = sqlx::query_as(
+    let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM skus), (SELECT COUNT(*) FROM orders),
-                (SELECT COUNT(*) FROM user_units), (SELECT COUNT(*) FROM idempotency_records)",
+                (SELECT COUNT(*) FROM user_units), (SELECT COUNT(*) FROM idempotency_records),
+                (SELECT COUNT(*) FROM order_payments)",
     )
     .fetch_one(&pool)
     .await
     .expect("counts");
-    assert_eq!(counts, (2, 2, 2, 2));
+    assert_eq!(counts, (2, 2, 2, 2, 1));
     // And what the rules allow still works: a new sale's rows, an unrelated update.
     assert_eq!(app.buy("carol", "k1", "REF-B", 1).await.status(), 201);
     assert_eq!(
