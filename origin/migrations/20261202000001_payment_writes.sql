@@ -2,7 +2,7 @@
 --
 -- A payment of a live hold (`store/payments.rs::pay_live_holds`) writes, per order, its
 -- `held -> paid` transition, its `order_payments` row and its `payment_events` row, many
--- payments in one statement. Two of those writes bought nothing a reader uses:
+-- payments in one statement. Two of those writes cost more than what they guard:
 --
 -- 1. `order_payments.order_id` was a foreign key: a check per row — a query and a row lock on
 --    the order the same statement had just locked and paid. It becomes the set-based reference
