@@ -179,6 +179,7 @@ impl Application {
                 settings.db_acquire_timeout,
             ),
             readiness: Default::default(),
+            doc: crate::openapi::ServedDoc::render(&routes::document()),
         });
         Ok(Self {
             listener,

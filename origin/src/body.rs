@@ -2,7 +2,7 @@
 //! is a 413 problem+json (checked before anything else), a body that trickles in too slowly is a
 //! 408 problem+json, and neither is ever unbounded memory or an unbounded wait.
 //!
-//! The deadline is attached to every request body by `routes::limits` ([`DeadlineBody`]); any
+//! The deadline is attached to every request body by `routes::envelope` ([`DeadlineBody`]); any
 //! reader of the body sees [`BodyReadTimeout`] once it passes, and [`read_limited`] turns that
 //! into 408 `request_timeout`.
 

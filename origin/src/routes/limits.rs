@@ -1,4 +1,4 @@
-//! Per-request limits, enforced in front of every route:
+//! Per-request limits, enforced in front of every route by `routes::envelope`:
 //!
 //! - header fields (names + values) above `HTTP_MAX_HEADER_BYTES` → 431 `headers_too_large`
 //!   (heads too large even for the HTTP parser's buffer get the parser's bare 431; see `server`);
@@ -10,10 +10,11 @@
 
 use std::time::Duration;
 
+use std::future::Future;
+
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::HeaderMap;
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use shared::ErrorCode;
 
@@ -47,37 +48,62 @@ fn header_bytes(headers: &HeaderMap) -> usize {
         .sum()
 }
 
-/// The middleware; see the module docs.
-pub(crate) async fn enforce(
-    State(limits): State<RequestLimits>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let size = header_bytes(req.headers());
-    if size > limits.max_header_bytes {
-        return ApiError::new(
-            ErrorCode::HeadersTooLarge,
-            format!(
-                "request header fields take {size} bytes; at most {} are accepted",
-                limits.max_header_bytes
-            ),
-        )
-        .into_response();
+impl RequestLimits {
+    /// 431 `headers_too_large` when the header fields are above `max_header_bytes`.
+    pub(crate) fn check_head(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let size = header_bytes(headers);
+        if size > self.max_header_bytes {
+            return Err(ApiError::new(
+                ErrorCode::HeadersTooLarge,
+                format!(
+                    "request header fields take {size} bytes; at most {} are accepted",
+                    self.max_header_bytes
+                ),
+            ));
+        }
+        Ok(())
     }
-    let req = req.map(|b| Body::new(DeadlineBody::new(b, limits.body_read_timeout)));
-    // For the log line of a timeout only: a clone of the method and of the URI's shared bytes,
-    // not a copy of the path.
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    match tokio::time::timeout(limits.request_timeout, next.run(req)).await {
-        Ok(res) => res,
-        Err(_elapsed) => {
-            tracing::warn!(%method, path = %uri.path(), timeout = ?limits.request_timeout, "request not answered in time; answering 503");
-            ApiError::new(
-                ErrorCode::Unavailable,
-                "the request could not be answered in time; retry after the Retry-After delay",
-            )
-            .into_response()
+
+    /// `req` with its body under the body deadline, from now.
+    pub(crate) fn with_body_deadline(&self, req: Request) -> Request {
+        let timeout = self.body_read_timeout;
+        req.map(|b| Body::new(DeadlineBody::new(b, timeout)))
+    }
+
+    /// The route's `answer`, or 503 `unavailable` once the request timeout has passed.
+    pub(crate) async fn within_request_timeout(
+        &self,
+        timed: Timed,
+        answer: impl Future<Output = Response>,
+    ) -> Response {
+        match tokio::time::timeout(self.request_timeout, answer).await {
+            Ok(res) => res,
+            Err(_elapsed) => {
+                let Timed { method, uri } = timed;
+                tracing::warn!(%method, path = %uri.path(), timeout = ?self.request_timeout, "request not answered in time; answering 503");
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the request could not be answered in time; retry after the Retry-After delay",
+                )
+                .into_response()
+            }
+        }
+    }
+}
+
+/// What the log line of a request timeout names: a clone of the method and of the URI's shared
+/// bytes, not a copy of the path.
+#[derive(Debug)]
+pub(crate) struct Timed {
+    method: Method,
+    uri: Uri,
+}
+
+impl Timed {
+    pub(crate) fn of(req: &Request) -> Self {
+        Self {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
         }
     }
 }

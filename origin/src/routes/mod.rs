@@ -6,6 +6,7 @@
 //! path of the OpenAPI document whose frame is `crate::openapi`.
 
 pub(crate) mod admin;
+pub mod envelope;
 pub mod health;
 pub mod limits;
 pub(crate) mod orders;
@@ -16,17 +17,11 @@ pub(crate) mod skus;
 
 use std::sync::Arc;
 
-use axum::extract::Request;
-use axum::http::{HeaderName, header};
-use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::{Extension, Router};
+use axum::Router;
+use axum::extract::State;
 use prometheus_client::registry::Registry;
 use shared::ErrorCode;
-use shared::headers::REQUEST_ID;
 use sqlx::PgPool;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -79,6 +74,8 @@ pub struct SharedState {
     pub reads: reads::ReadGate,
     /// `/readyz` probes, one at a time.
     pub readiness: health::Readiness,
+    /// The answer of `GET /openapi.json` ([`document`], rendered once).
+    pub doc: ServedDoc,
 }
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
@@ -99,42 +96,33 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi_json))
 }
 
-/// The whole router, with the per-request `limits` in front of every route.
+/// This API's OpenAPI description: the frame (`crate::openapi`) with every route of [`api`].
+pub fn document() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The whole router, with the [`envelope`] (request id, log span, per-request `limits`,
+/// no-store) around every route.
 ///
-/// The layers are one `tower` stack given to ONE `Router::layer` (outermost first): each
-/// `Router::layer` call boxes every route again, so one call is one boxed service and one boxed
-/// future per request instead of four.
+/// The envelope is ONE tower layer given to ONE `Router::layer`: each `Router::layer` call boxes
+/// every route again, and each `tower_http` layer or `from_fn` middleware costs a boxed service,
+/// a future or a clone per request.
 pub fn router(state: AppState, limits: limits::RequestLimits) -> Router {
-    let (routes, doc) = api().split_for_parts();
-    routes
+    api()
+        .split_for_parts()
+        .0
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(
-            tower::ServiceBuilder::new()
-                // Keep the edge's request id (or make one), log under it, echo it back.
-                .layer(SetRequestIdLayer::new(request_id_header(), MakeRequestUuid))
-                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                    let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-                }))
-                .layer(PropagateRequestIdLayer::new(request_id_header()))
-                .layer(middleware::from_fn(no_store))
-                .layer(middleware::from_fn_with_state(limits, limits::enforce))
-                .layer(Extension(ServedDoc::render(&doc))),
-        )
+        .layer(envelope::Envelope::new(limits))
         .with_state(state)
 }
 
 /// `GET /openapi.json`: this API's OpenAPI 3.1 description.
 // (The doc comment above is the operation's summary in the document; the JSON is rendered once,
-// by `router`.)
+// when the state is built.)
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 description", content_type = "application/json")))]
-pub(crate) async fn openapi_json(Extension(doc): Extension<ServedDoc>) -> ServedDoc {
-    doc
-}
-
-fn request_id_header() -> HeaderName {
-    HeaderName::from_static(REQUEST_ID)
+pub(crate) async fn openapi_json(State(app): State<AppState>) -> ServedDoc {
+    app.doc.clone()
 }
 
 async fn not_found() -> ApiError {
@@ -146,14 +134,4 @@ async fn method_not_allowed() -> ApiError {
         ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
-}
-
-/// API answers are per request; intermediaries must not cache them (the edge caches SKU views
-/// deliberately, with its own policy).
-async fn no_store(req: Request, next: Next) -> Response {
-    let mut res = next.run(req).await;
-    res.headers_mut()
-        .entry(header::CACHE_CONTROL)
-        .or_insert(header::HeaderValue::from_static("no-store"));
-    res
 }

@@ -138,6 +138,48 @@ async fn the_edges_request_id_is_echoed_and_one_is_made_otherwise(pool: PgPool) 
     assert_eq!(made.len(), 36, "a uuid: {made}");
 }
 
+#[sqlx::test(migrations = "./migrations")]
+async fn every_answer_is_no_store_and_names_its_request_even_when_refused_before_the_route(
+    pool: PgPool,
+) {
+    let app = spawn_app(pool).await;
+    app.put_sku("ENV", 5, 5).await;
+    let purchase = app.buy("alice", "k-env", "ENV", 1).await;
+    let unknown_route = app
+        .client
+        .get(format!("{}/no/such/route", app.base))
+        .header("flashgate-request-id", "edge-req-404")
+        .send()
+        .await
+        .expect("req");
+    // Refused by the per-request limits, before any route runs.
+    let oversized = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .header("flashgate-request-id", "edge-req-431")
+        .header("x-pad", "p".repeat(20 * 1024))
+        .send()
+        .await
+        .expect("req");
+    for (what, res, id) in [
+        ("a purchase", &purchase, None),
+        ("an unknown route", &unknown_route, Some("edge-req-404")),
+        ("oversized header fields", &oversized, Some("edge-req-431")),
+    ] {
+        assert_eq!(res.headers()["cache-control"], "no-store", "{what}");
+        let echoed = res.headers()["flashgate-request-id"]
+            .to_str()
+            .expect("ascii");
+        match id {
+            Some(id) => assert_eq!(echoed, id, "{what}"),
+            None => assert_eq!(echoed.len(), 36, "{what}: a uuid, {echoed}"),
+        }
+    }
+    assert_eq!(purchase.status(), 201);
+    assert_problem(unknown_route, 404, "not_found").await;
+    assert_problem(oversized, 431, "headers_too_large").await;
+}
+
 /// The served OpenAPI description matches the committed `docs/openapi.json`. After an API change,
 /// regenerate it with `UPDATE_OPENAPI=1 cargo test -p origin --test api openapi`.
 #[sqlx::test(migrations = "./migrations")]
