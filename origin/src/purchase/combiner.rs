@@ -2,7 +2,8 @@
 //!
 //! Attempts for a SKU wait in a bounded queue. Exactly one task per SKU per process contends for
 //! the SKU's Redlock, so lock contenders per SKU are bounded by the number of origin processes,
-//! not the number of shoppers. The holder drains up to `batch_max` attempts and decides them, in
+//! not the number of shoppers. The holder drains up to `batch_max` attempts — no more than it
+//! takes to ask for the units the SKU can have left — and decides them, in
 //! arrival order, in ONE transaction ([`crate::store::decide_batch`]), answers each waiter, and goes on
 //! while attempts are queued — extending its lease when it runs low, and releasing it after
 //! `lock_max_hold` (by default after every batch) when attempts are still queued, then pausing
@@ -291,9 +292,31 @@ impl Worker {
         fair && !(self.pending.is_empty() && self.rx.is_empty())
     }
 
+    /// How many attempts from the front of the queue the next batch decides: up to `batch_max`,
+    /// and no more than it takes to ask for every unit the SKU can have left — its stock as last
+    /// observed in the current epoch, which only falls ([`SaleKnowledge::units_left_at_most`]).
+    /// So the batch that meets the last units does not also decide, and store, hundreds of
+    /// attempts that can only be refused: those wait for it and are answered `sold_out` from the
+    /// sell-out it observed (not stored, as every fast-path answer), or decided by the next batch
+    /// when units are left after all (a cap, a replay, a return meanwhile).
+    fn batch_len(&self) -> usize {
+        let most = self.pending.len().min(self.ctx.settings.batch_max);
+        let Some(units) = self.ctx.knowledge.units_left_at_most(&self.sku) else {
+            return most;
+        };
+        let mut asked = 0;
+        for (i, job) in self.pending.iter().take(most).enumerate() {
+            asked += i64::from(job.attempt.request.qty.get());
+            if asked >= units {
+                return i + 1;
+            }
+        }
+        most
+    }
+
     /// Decides one batch from the front of the queue.
     async fn batch(&mut self, lease: &Lease) -> BatchStep {
-        let n = self.pending.len().min(self.ctx.settings.batch_max);
+        let n = self.batch_len();
         let batch: Vec<Job> = self.pending.drain(..n).collect();
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         // How often a conflict may roll this batch back before it is answered 503. A conflict

@@ -78,8 +78,10 @@ impl From<SaleState> for Epoch {
 pub enum Sale {
     /// There is no such SKU.
     Unknown,
-    /// On sale in `epoch`.
-    OnSale { epoch: Epoch },
+    /// On sale in `epoch`, with `units` left when observed: within one epoch stock only falls,
+    /// so no batch of the epoch can sell more (0: not known — the SKU was seen sold out but its
+    /// buyers could not be loaded, so batches refuse its attempts).
+    OnSale { epoch: Epoch, units: i64 },
     /// Sold out in `epoch`. `buyers` hold a stored 201 and are not answered from this.
     SoldOut { epoch: Epoch, buyers: Arc<Buyers> },
 }
@@ -90,7 +92,7 @@ impl Sale {
     fn order(&self) -> (Epoch, u8) {
         match self {
             Self::Unknown => (Epoch::default(), 0),
-            Self::OnSale { epoch } => (*epoch, 1),
+            Self::OnSale { epoch, .. } => (*epoch, 1),
             Self::SoldOut { epoch, .. } => (*epoch, 2),
         }
     }
@@ -136,6 +138,16 @@ impl SaleKnowledge {
     pub fn cached(&self, sku: &Sku) -> Option<Arc<Buyers>> {
         match self.fresh(sku) {
             Some(Sale::SoldOut { buyers, .. }) => Some(buyers),
+            _ => None,
+        }
+    }
+
+    /// The most units `sku` can have left if it is freshly known to be on sale: what was last
+    /// observed of its stock in the current epoch (stock only falls within one); no I/O. `None`
+    /// when nothing fresh bounds it.
+    pub fn units_left_at_most(&self, sku: &Sku) -> Option<i64> {
+        match self.fresh(sku) {
+            Some(Sale::OnSale { units, .. }) if units > 0 => Some(units),
             _ => None,
         }
     }
@@ -196,6 +208,7 @@ impl SaleKnowledge {
             None => Sale::Unknown,
             Some(state) if state.stock > 0 => Sale::OnSale {
                 epoch: state.into(),
+                units: state.stock,
             },
             Some(state) => {
                 let epoch = Epoch::from(state);
@@ -211,7 +224,7 @@ impl SaleKnowledge {
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "could not load buyers of a sold-out sku; fast path stays off");
-                            Sale::OnSale { epoch }
+                            Sale::OnSale { epoch, units: 0 }
                         }
                     },
                 }
@@ -239,8 +252,14 @@ impl SaleKnowledge {
                 return known.sale.clone();
             }
             if old == new {
-                // The same state seen again: keep the loaded buyers, take the later instant.
+                // The same state seen again: keep the loaded buyers, take the later instant
+                // and, on sale, the fewer units (stock only falls within the epoch).
                 known.observed_at = known.observed_at.max(observed_at);
+                if let (Sale::OnSale { units: held, .. }, Sale::OnSale { units: seen, .. }) =
+                    (&mut known.sale, &sale)
+                {
+                    *held = (*held).min(*seen);
+                }
             } else {
                 *known = Entry { observed_at, sale };
             }
@@ -290,8 +309,13 @@ mod tests {
     }
 
     fn on_sale(generation: i64) -> Sale {
+        on_sale_with(generation, 10)
+    }
+
+    fn on_sale_with(generation: i64, units: i64) -> Sale {
         Sale::OnSale {
             epoch: epoch(generation),
+            units,
         }
     }
 
@@ -331,7 +355,7 @@ mod tests {
         // Generation 1's sell-out arrives late (even with a fresh instant): ignored.
         let now = k.learn(&a, Instant::now(), sold_out(1, &[]));
         assert!(
-            matches!(now, Sale::OnSale { epoch } if epoch == self::epoch(2)),
+            matches!(now, Sale::OnSale { epoch, .. } if epoch == self::epoch(2)),
             "{now:?}"
         );
         assert!(k.cached(&a).is_none());
@@ -370,7 +394,14 @@ mod tests {
             returns: 1,
         };
         // "On sale" after a return is later than "sold out" before it.
-        let now = k.learn(&a, Instant::now(), Sale::OnSale { epoch: returned });
+        let now = k.learn(
+            &a,
+            Instant::now(),
+            Sale::OnSale {
+                epoch: returned,
+                units: 1,
+            },
+        );
         assert!(matches!(now, Sale::OnSale { .. }), "{now:?}");
         assert!(k.cached(&a).is_none());
         // A late "sold out" of the epoch before the return changes nothing.
@@ -407,5 +438,34 @@ mod tests {
         }
         assert!(k.cached(&hot).is_some());
         assert!(k.len() <= MAX_SKUS);
+    }
+
+    #[test]
+    fn the_units_left_are_the_fewest_seen_in_the_epoch_and_only_while_fresh() {
+        let k = SaleKnowledge::new();
+        let a = sku("A");
+        assert_eq!(k.units_left_at_most(&a), None, "nothing known");
+        k.learn(&a, Instant::now(), on_sale_with(1, 7));
+        assert_eq!(k.units_left_at_most(&a), Some(7));
+        // A late observation of more units in the same epoch does not raise the bound.
+        k.learn(&a, Instant::now(), on_sale_with(1, 9));
+        assert_eq!(k.units_left_at_most(&a), Some(7));
+        k.learn(&a, Instant::now(), on_sale_with(1, 3));
+        assert_eq!(k.units_left_at_most(&a), Some(3));
+        // A later epoch (a restock or a return) may have more.
+        k.learn(&a, Instant::now(), on_sale_with(2, 50));
+        assert_eq!(k.units_left_at_most(&a), Some(50));
+        // Sold out, unknown units, or stale: no bound.
+        k.learn(&a, Instant::now(), sold_out(2, &[]));
+        assert_eq!(k.units_left_at_most(&a), None);
+        let b = sku("B");
+        k.learn(&b, Instant::now(), on_sale_with(1, 0));
+        assert_eq!(k.units_left_at_most(&b), None);
+        let c = sku("C");
+        let long_ago = Instant::now()
+            .checked_sub(LOCAL_TTL * 2)
+            .expect("an instant in the past");
+        k.learn(&c, long_ago, on_sale_with(1, 4));
+        assert_eq!(k.units_left_at_most(&c), None);
     }
 }

@@ -410,6 +410,86 @@ async fn a_queue_that_waited_for_the_lock_is_answered_from_a_fresh_read_of_the_s
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn the_batch_that_meets_the_last_unit_decides_only_the_attempts_it_can_sell_to(pool: PgPool) {
+    // 21 shoppers queue for the last unit while another holder has the SKU's lease (its key is
+    // set in Redis by the test). When the lease is free, the combiner knows one unit at most is
+    // left: its batch decides the first attempt alone, and the other 20 are answered sold_out
+    // from the sell-out that batch observed — one transaction, one stored answer, instead of a
+    // batch that decides (and stores) 20 refusals beside the sale.
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("db name");
+    let app = Arc::new(spawn_app(pool.clone()).await);
+    app.put_sku("LAST", 1, 1).await;
+    let before = app.metrics().await;
+    let lock_key = format!("test:{db}:lock:sku:LAST");
+    let mut redis = redis::Client::open("redis://127.0.0.1:6379")
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the local redis");
+    let _: () = redis::cmd("SET")
+        .arg(&lock_key)
+        .arg("another-holder")
+        .arg("PX")
+        .arg(20_000)
+        .query_async(&mut redis)
+        .await
+        .expect("SET");
+    let buys: Vec<_> = (0..21)
+        .map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let res = app.buy(&format!("u{i}"), &format!("k{i}"), "LAST", 1).await;
+                let status = res.status().as_u16();
+                let body: serde_json::Value = res.json().await.expect("json");
+                (status, body["code"].as_str().unwrap_or("").to_owned())
+            })
+        })
+        .collect();
+    wait_until("all 21 attempts are queued", || {
+        let app = app.clone();
+        async move { metric(&app.metrics().await, "origin_queue_depth") == 21.0 }
+    })
+    .await;
+    let _: () = redis::cmd("DEL")
+        .arg(&lock_key)
+        .query_async(&mut redis)
+        .await
+        .expect("DEL");
+
+    let answers: Vec<(u16, String)> = joined(buys).await;
+    assert_eq!(
+        answers.iter().filter(|(s, _)| *s == 201).count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|(s, c)| *s == 409 && c == "sold_out")
+            .count(),
+        20,
+        "{answers:?}"
+    );
+    let after = app.metrics().await;
+    let delta = |name: &str| metric(&after, name) - metric(&before, name);
+    assert_eq!(
+        delta("origin_db_transaction_seconds_count"),
+        1.0,
+        "one batch"
+    );
+    assert_eq!(delta("origin_sold_out_fast_path_total"), 20.0);
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 1, "only the buyer's 201 is stored");
+    assert_eq!(app.stock("LAST").await, 0);
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn after_sell_out_no_process_takes_the_lock_or_the_database(pool: PgPool) {
     let a = Arc::new(spawn_app(pool.clone()).await);
     let b = Arc::new(spawn_app(pool.clone()).await);
