@@ -132,10 +132,12 @@ export class Stack {
 
   /**
    * Starts (another) edge in workerd with the suite's settings (in front of the suite's origin)
-   * plus `overrides`, fresh state.
+   * plus `overrides`, fresh state: through `wrangler dev` (the suite's way), or with
+   * `runtime = "miniflare"` through Miniflare alone (edge/e2e/miniflare.mjs: no dev proxy, no
+   * inspector; the edge benchmark measures both).
    * Returns { url, log, child, stop() }.
    */
-  async startEdge(overrides, label) {
+  async startEdge(overrides, label, runtime = "wrangler") {
     const port = await freePort();
     const inspectorPort = await freePort();
     const log = join(this.dir, `${label}.log`);
@@ -152,6 +154,17 @@ export class Stack {
       ORIGIN_TIMEOUT_MS: "3000",
       ...overrides,
     };
+    if (runtime === "miniflare") {
+      const args = [
+        join(ROOT, "edge/e2e/miniflare.mjs"),
+        "--build", EDGE_BUILD,
+        "--port", String(port),
+        "--persist", join(this.dir, `${label}-state`),
+        "--vars", JSON.stringify(vars),
+      ];
+      const child = startGroup(process.execPath, args, {}, log);
+      return this.#ready(child, `http://127.0.0.1:${port}`, log, `miniflare (${label})`);
+    }
     const args = [
       "dev",
       "--config", join(EDGE_BUILD, "wrangler.toml"),
@@ -164,9 +177,13 @@ export class Stack {
       ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
     ];
     const child = startGroup(join(ROOT, "node_modules/.bin/wrangler"), args, { WRANGLER_SEND_METRICS: "false" }, log);
-    const url = `http://127.0.0.1:${port}`;
+    return this.#ready(child, `http://127.0.0.1:${port}`, log, `wrangler dev (${label})`);
+  }
+
+  /** Waits for a started edge's /healthz; stops it if it does not come up. */
+  async #ready(child, url, log, what) {
     try {
-      await waitFor(`${url}/healthz`, `wrangler dev (${label})`, child, log);
+      await waitFor(`${url}/healthz`, what, child, log);
     } catch (e) {
       await stopGroup(child);
       throw e;
@@ -208,6 +225,11 @@ export class Stack {
 
   async stopOrigin() {
     await stopGroup(this.origin);
+  }
+
+  /** Stops the suite's edge (the one `start` started). */
+  async stopEdge() {
+    await stopGroup(this.edge);
   }
 
   async stop() {
