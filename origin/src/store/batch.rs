@@ -362,6 +362,21 @@ async fn lock_and_read(
     Ok((locked, Some(BatchReads { prior, bought })))
 }
 
+/// Milliseconds since the Unix epoch by this process's clock (0 before it).
+fn unix_millis_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A new order's id: a UUIDv7 of the batch's millisecond (time-ordered, so a sale's orders go to
+/// the right of the primary key), its random bits drawn from the thread's CSPRNG where
+/// `Uuid::now_v7` asks the kernel (`getrandom`) once per id. Ids of one millisecond are in no
+/// order among themselves; nothing depends on it (locks are taken in id order, whatever it is).
+fn new_order_id(millis: u64) -> Uuid {
+    uuid::Builder::from_unix_timestamp_millis(millis, &rand::random()).into_uuid()
+}
+
 /// A fresh refusal: the answer to store, and its outcome.
 fn refusal(code: ErrorCode, detail: String) -> (StoredAnswer, Outcome) {
     (StoredAnswer::refusal(code, detail), Outcome::Refused(code))
@@ -441,6 +456,7 @@ pub async fn decide_batch(
     let closed = locked.as_ref().and_then(LockedSku::closed);
     let mut decisions = Vec::with_capacity(attempts.len());
     let mut new_records: Vec<NewRecord> = Vec::new();
+    let batch_millis = unix_millis_now();
     for attempt in attempts {
         let qty = i32::try_from(attempt.request.qty.get()).unwrap_or(i32::MAX);
         let id = (
@@ -505,7 +521,7 @@ pub async fn decide_batch(
             Some(_) => {
                 stock -= i64::from(qty);
                 *bought.entry(id.0.clone()).or_default() += i64::from(qty);
-                let order_id = Uuid::now_v7();
+                let order_id = new_order_id(batch_millis);
                 let body = PurchaseResponse {
                     order_id: order_id.to_string(),
                     sku: sku.to_string(),
@@ -622,4 +638,23 @@ pub async fn decide_batch(
         },
         expires_at,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_ids_are_distinct_version_7_uuids_of_the_batch_millisecond() {
+        let millis = 1_796_000_000_123;
+        let ids: std::collections::HashSet<Uuid> =
+            (0..1000).map(|_| new_order_id(millis)).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in ids {
+            assert_eq!(id.get_version_num(), 7);
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+            let (secs, nanos) = id.get_timestamp().expect("a v7 timestamp").to_unix();
+            assert_eq!(secs * 1000 + u64::from(nanos) / 1_000_000, millis);
+        }
+    }
 }
