@@ -249,6 +249,27 @@ where
     }
 }
 
+/// `n` shoppers `{who}0…` each buying one unit of `sku` with a key of their own, at once; each
+/// task gives the status and the problem's `code` ("" for a 201).
+fn spawn_buys(
+    app: &Arc<TestApp>,
+    n: usize,
+    who: &str,
+    sku: &str,
+) -> Vec<tokio::task::JoinHandle<(u16, String)>> {
+    (0..n)
+        .map(|i| {
+            let (app, user, sku) = (app.clone(), format!("{who}{i}"), sku.to_owned());
+            tokio::spawn(async move {
+                let res = app.buy(&user, &format!("k-{user}"), &sku, 1).await;
+                let status = res.status().as_u16();
+                let body: serde_json::Value = res.json().await.expect("json");
+                (status, body["code"].as_str().unwrap_or("").to_owned())
+            })
+        })
+        .collect()
+}
+
 /// Transactions of this test's database waiting for a lock (a batch blocked on a held SKU row).
 pub(crate) async fn lock_waiters(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
@@ -375,17 +396,7 @@ async fn a_queue_that_waited_for_the_lock_is_answered_from_a_fresh_read_of_the_s
         tokio::spawn(async move { a.buy("winner", "kw", "LAST", 1).await.status().as_u16() })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let b_buys: Vec<_> = (0..10)
-        .map(|i| {
-            let b = b.clone();
-            tokio::spawn(async move {
-                let res = b.buy(&format!("b{i}"), &format!("kb{i}"), "LAST", 1).await;
-                let status = res.status().as_u16();
-                let body: serde_json::Value = res.json().await.expect("json");
-                (status, body["code"].as_str().unwrap_or("").to_owned())
-            })
-        })
-        .collect();
+    let b_buys = spawn_buys(&b, 10, "b", "LAST");
     tokio::time::sleep(Duration::from_millis(300)).await;
     blocker.rollback().await.expect("release row");
 
@@ -437,17 +448,7 @@ async fn the_batch_that_meets_the_last_unit_decides_only_the_attempts_it_can_sel
         .query_async(&mut redis)
         .await
         .expect("SET");
-    let buys: Vec<_> = (0..21)
-        .map(|i| {
-            let app = app.clone();
-            tokio::spawn(async move {
-                let res = app.buy(&format!("u{i}"), &format!("k{i}"), "LAST", 1).await;
-                let status = res.status().as_u16();
-                let body: serde_json::Value = res.json().await.expect("json");
-                (status, body["code"].as_str().unwrap_or("").to_owned())
-            })
-        })
-        .collect();
+    let buys = spawn_buys(&app, 21, "u", "LAST");
     wait_until("all 21 attempts are queued", || {
         let app = app.clone();
         async move { metric(&app.metrics().await, "origin_queue_depth") == 21.0 }
