@@ -268,16 +268,30 @@ async fn release_never_deletes_another_holders_lock() {
         a.fence()
     );
 
+    // Where B's key is now: a quorum at least, and every node unless one answered B's acquire
+    // later than its node timeout (200 ms) on a loaded machine — B then holds the others, and
+    // the check below is about those. (CI failed once asserting all three.)
+    let mut held = Vec::new();
+    for index in 0..3 {
+        held.push(lock_key_exists(&nodes, index, "k").await);
+    }
+    assert!(
+        held.iter().filter(|h| **h).count() >= 2,
+        "B holds a quorum: {held:?}"
+    );
+
     let released = lock.release(a).await;
     assert!(
         matches!(released, Err(RedlockError::Lost)),
         "A's late release reports the loss: {released:?}"
     );
-    for index in 0..3 {
-        assert!(
-            lock_key_exists(&nodes, index, "k").await,
-            "A's release deleted B's lock on node {index}"
-        );
+    for (index, held) in held.into_iter().enumerate() {
+        if held {
+            assert!(
+                lock_key_exists(&nodes, index, "k").await,
+                "A's release deleted B's lock on node {index}"
+            );
+        }
     }
     let third = lock.try_acquire("k", TTL).await;
     assert!(
