@@ -2,17 +2,18 @@
 // Objects (SQLite) and Cache API emulation as `wrangler dev`, without wrangler's proxy workerd in
 // front of it and without the DevTools inspector (which `wrangler dev` always enables, and which
 // streams every subrequest's events to wrangler's node process). A deployed worker has neither,
-// so the edge benchmark (bench/edge/cost.mjs --runtime miniflare) measures the worker's own CPU
+// so the edge benchmark (bench/edge/cost.mjs --runtimes miniflare) measures the worker's own CPU
 // this way beside `wrangler dev`'s.
 //
 //   node edge/e2e/miniflare.mjs --build edge/build --port 8787 --persist DIR --vars '{"ORIGIN_URL":"…"}'
 //
-// The bindings are read from the build's wrangler.toml (the [build]-less copy): its [vars], its
-// Durable Object bindings and their SQLite classes (every class of this worker is one), its
-// compatibility date. --vars overrides and extends [vars], as `wrangler dev --var` does.
-import { readFileSync } from "node:fs";
+// The worker's options come from the build's wrangler.toml (the [build]-less copy) through
+// wrangler's own conversion (`unstable_getMiniflareWorkerOptions`: its [vars], Durable Object
+// bindings and SQLite classes, module rules, compatibility date), so they are the ones
+// `wrangler dev` gives Miniflare. --vars overrides and extends [vars], as `wrangler dev --var`.
 import { join, resolve } from "node:path";
 import { Miniflare } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
 
 function option(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -24,49 +25,13 @@ const port = Number(option("port", "8787"));
 const persist = option("persist", undefined);
 const overrides = JSON.parse(option("vars", "{}"));
 
-/** The few keys of the build's wrangler.toml this needs (it is written by scripts/edge-build.sh). */
-function readConfig(text) {
-  const config = { vars: {}, durableObjects: {}, sqliteClasses: new Set() };
-  let section = "";
-  let binding = null;
-  for (const raw of text.split("\n")) {
-    const line = raw.replace(/#.*$/, "").trim();
-    if (!line) continue;
-    const header = line.match(/^\[\[?([^\]]+)\]\]?$/);
-    if (header) {
-      section = header[1];
-      binding = section === "durable_objects.bindings" ? {} : null;
-      continue;
-    }
-    const kv = line.match(/^([A-Za-z0-9_]+)\s*=\s*(.+)$/);
-    if (!kv) continue;
-    const [, key, value] = kv;
-    if (section === "" && key === "compatibility_date") config.compatibilityDate = JSON.parse(value);
-    else if (section === "vars") config.vars[key] = JSON.parse(value);
-    else if (binding && (key === "name" || key === "class_name")) {
-      binding[key] = JSON.parse(value);
-      if (binding.name && binding.class_name) config.durableObjects[binding.name] = binding.class_name;
-    } else if (section === "migrations" && key === "new_sqlite_classes") {
-      for (const c of JSON.parse(value)) config.sqliteClasses.add(c);
-    }
-  }
-  return config;
-}
-
-const config = readConfig(readFileSync(join(build, "wrangler.toml"), "utf8"));
+const { workerOptions, main } = unstable_getMiniflareWorkerOptions(join(build, "wrangler.toml"));
 const mf = new Miniflare({
+  ...workerOptions,
   modules: true,
-  scriptPath: join(build, "index.js"),
+  scriptPath: main,
   modulesRoot: build,
-  modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
-  compatibilityDate: config.compatibilityDate,
-  bindings: { ...config.vars, ...overrides },
-  durableObjects: Object.fromEntries(
-    Object.entries(config.durableObjects).map(([name, className]) => [
-      name,
-      { className, useSQLite: config.sqliteClasses.has(className) },
-    ]),
-  ),
+  bindings: { ...workerOptions.bindings, ...overrides },
   host: "127.0.0.1",
   port,
   ...(persist ? { defaultPersistRoot: persist } : {}),
