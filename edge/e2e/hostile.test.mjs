@@ -176,15 +176,18 @@ describe("unknown SKUs are remembered briefly (issue 13, item 6)", () => {
 /**
  * POSTs `total` bytes of body with `Transfer-Encoding: chunked` (no Content-Length), 64 KiB per
  * millisecond at most (a fast client: ~500 Mbit/s) under backpressure, over a raw socket, and
- * records how much it had sent, and whether it had finished, when the answer arrived. Like a
- * client that does not watch for an early answer, it keeps sending until the edge closes the
- * connection.
+ * records how much it had sent, and whether it had finished, when the answer arrived. It behaves
+ * as RFC 9112 §9.5 asks of a client: it watches for an early answer while it sends, and when one
+ * comes it stops sending and ends the body at once (the closing empty chunk), then reads the
+ * answer whole.
  *
  * Local workerd, unlike Cloudflare's front line, terminates the client's TCP connection itself,
  * which makes early answers fragile here: node's HTTP client drops an answer that comes with a
- * reset while it writes (hence the raw socket); a client writing without pause can lose the
- * answer to the reset that closes the connection; and a client that gives up mid-body after the
- * answer can stall the next request in `wrangler dev`'s proxy (not in workerd alone).
+ * reset while it writes (hence the raw socket); a client that keeps sending after the answer
+ * races the edge's bounded discard (`MAX_DISCARDED_BYTES`), whose cancel can tear the connection
+ * down before the 413's body is out (the status line arrived alone once in CI); and a client that
+ * gives up mid-body without ending it can stall the next request in `wrangler dev`'s proxy (not
+ * in workerd alone).
  */
 function streamHugeBody(url, headers, total) {
   const { hostname, port, host } = new URL(url);
@@ -194,6 +197,7 @@ function streamHugeBody(url, headers, total) {
     let ended = false;
     let closed = false;
     let at = null;
+    let giveUp;
     let got = Buffer.alloc(0);
     const sock = connect(Number(port), hostname);
     const finish = () => {
@@ -214,19 +218,35 @@ function streamHugeBody(url, headers, total) {
       }
       resolve({ status: Number(status.split(" ")[1]), headers: h, text: body, json, ...at });
     };
+    // The whole answer is in once its Content-Length bytes follow the head.
+    const answerComplete = () => {
+      const end = got.indexOf("\r\n\r\n");
+      if (end < 0) return false;
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(got.subarray(0, end).toString());
+      return length !== null && got.length - (end + 4) >= Number(length[1]);
+    };
     sock.on("data", (d) => {
       got = Buffer.concat([got, d]);
-      at ??= { ms: Date.now() - started, sent, ended };
+      if (!at) {
+        at = { ms: Date.now() - started, sent, ended };
+        // An early answer: stop sending, and end the body where it is.
+        if (!ended && !sock.destroyed) {
+          ended = true;
+          sock.write("0\r\n\r\n");
+        }
+      }
+      if (answerComplete()) sock.end();
     });
     // Writing into a connection the edge closed after answering is expected.
     sock.on("error", () => {});
     sock.on("close", () => {
       closed = true;
+      clearTimeout(giveUp);
       finish();
     });
     const frame = Buffer.concat([Buffer.from("10000\r\n"), Buffer.alloc(64 * 1024, " "), Buffer.from("\r\n")]);
     const pump = () => {
-      if (!closed && !sock.destroyed && sent < total) {
+      if (!closed && !sock.destroyed && !ended && sent < total) {
         sent += 64 * 1024;
         if (sock.write(frame)) setTimeout(pump, 1);
         else sock.once("drain", () => setTimeout(pump, 1));
@@ -235,13 +255,8 @@ function streamHugeBody(url, headers, total) {
       if (!closed && !sock.destroyed && !ended) {
         ended = true;
         sock.write("0\r\n\r\n");
-        // Done sending; close once the answer is in (or after a generous while).
-        const wait = setInterval(() => {
-          if (at || Date.now() - started > 60_000) {
-            clearInterval(wait);
-            sock.end();
-          }
-        }, 50);
+        // Done sending; give up on an answer after a generous while.
+        giveUp = setTimeout(() => sock.end(), 60_000);
       }
     };
     sock.on("connect", () => {
@@ -254,12 +269,27 @@ function streamHugeBody(url, headers, total) {
 }
 
 describe("a chunked body is read under the cap (issue 13, item 6)", () => {
+  // workerd alone, without `wrangler dev`'s dev-only proxy in front (see `streamHugeBody`),
+  // warmed by one purchase: the first request of a fresh local isolate, if it is the early 413,
+  // sometimes finds its connection closed with no answer (2 of 20 fresh edges here; none in over
+  // a thousand requests to warm ones).
+  let workerd;
+  before(async () => {
+    workerd = await stack.startEdge({}, "miniflare-chunked", "miniflare");
+    const s = await sku({ stock: 1 });
+    const warm = await stack.purchase({ token: tokenFor(user()), key: key(), body: { sku: s, qty: 1 }, edgeUrl: workerd.url });
+    assert.equal(warm.status, 201, warm.text);
+  });
+  after(async () => {
+    await workerd?.stop();
+  });
+
   test("50 MB without Content-Length: 413 before the client has sent it, and the origin is not called", async (t) => {
     const s = await sku({ stock: 10 });
     const total = 50 * 1024 * 1024;
     const before = await stack.originPurchaseCalls();
     const r = await streamHugeBody(
-      edge.url,
+      workerd.url,
       { authorization: `Bearer ${tokenFor(user())}`, "idempotency-key": key(), "content-type": "application/json" },
       total,
     );
@@ -270,7 +300,7 @@ describe("a chunked body is read under the cap (issue 13, item 6)", () => {
     assert.ok(r.ms < 15_000, `answered after ${r.ms} ms`);
     assert.equal(await stack.originPurchaseCalls(), before, "nothing was forwarded");
     // The edge still serves.
-    const ok = await stack.purchase({ token: tokenFor(user()), key: key(), body: { sku: s, qty: 1 }, edgeUrl: edge.url });
+    const ok = await stack.purchase({ token: tokenFor(user()), key: key(), body: { sku: s, qty: 1 }, edgeUrl: workerd.url });
     assert.equal(ok.status, 201, ok.text);
   });
 
