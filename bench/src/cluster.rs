@@ -67,6 +67,17 @@ mod tempdir {
     }
 }
 
+/// `postgres` (a `postgres://` URL) naming database `db` instead of its own, with everything
+/// else kept: user, password, host, port and the query (`?sslmode=disable`, …).
+fn database_url(postgres: &str, db: &str) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(postgres).context("--postgres must be a postgres:// URL")?;
+    if url.cannot_be_a_base() {
+        anyhow::bail!("--postgres must be a postgres://host/<database> URL");
+    }
+    url.set_path(db);
+    Ok(url.into())
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -150,10 +161,7 @@ impl Cluster {
         sqlx::query(&format!("CREATE DATABASE {db}"))
             .execute(&admin)
             .await?;
-        let database_url = match postgres.rsplit_once('/') {
-            Some((server, _)) => format!("{server}/{db}"),
-            None => anyhow::bail!("--postgres must end with /<database>"),
-        };
+        let database_url = database_url(postgres, &db)?;
 
         let mut origin_urls = Vec::new();
         let mut origin_pids = Vec::new();
@@ -286,5 +294,30 @@ impl PingClient {
         } else {
             Err(std::io::Error::other("unexpected reply"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_url;
+
+    #[test]
+    fn the_run_database_replaces_the_named_one_and_the_rest_of_the_url_is_kept() {
+        assert_eq!(
+            database_url(
+                "postgres://postgres:pw@127.0.0.1:5432/postgres?sslmode=disable",
+                "flashgate_bench_1"
+            )
+            .ok()
+            .as_deref(),
+            Some("postgres://postgres:pw@127.0.0.1:5432/flashgate_bench_1?sslmode=disable")
+        );
+        assert_eq!(
+            database_url("postgres://postgres@127.0.0.1:5432", "b")
+                .ok()
+                .as_deref(),
+            Some("postgres://postgres@127.0.0.1:5432/b")
+        );
+        assert!(database_url("not a url", "b").is_err());
     }
 }
