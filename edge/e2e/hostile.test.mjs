@@ -185,9 +185,10 @@ describe("unknown SKUs are remembered briefly (issue 13, item 6)", () => {
  * which makes early answers fragile here: node's HTTP client drops an answer that comes with a
  * reset while it writes (hence the raw socket); a client that keeps sending after the answer
  * races the edge's bounded discard (`MAX_DISCARDED_BYTES`), whose cancel can tear the connection
- * down before the 413's body is out (the status line arrived alone once in CI); and a client that
- * gives up mid-body without ending it can stall the next request in `wrangler dev`'s proxy (not
- * in workerd alone).
+ * down before the 413's body is out (the status line arrived alone once in CI). `wrangler dev`'s
+ * proxy adds its own after an early answer, which workerd alone does not: the next request fails
+ * (503 "Your worker restarted mid-request") when the client ended its body at the answer, and
+ * stalls when it gave up mid-body; hence this client talks to workerd alone.
  */
 function streamHugeBody(url, headers, total) {
   const { hostname, port, host } = new URL(url);
