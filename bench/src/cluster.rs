@@ -153,6 +153,8 @@ impl Cluster {
         }
 
         let db = format!("flashgate_bench_{}", uuid::Uuid::new_v4().simple());
+        // Checked before the database exists: a bad --postgres leaves nothing behind.
+        let database_url = database_url(postgres, &db)?;
         let admin = sqlx::postgres::PgPoolOptions::new()
             .max_connections(1)
             .connect(postgres)
@@ -161,7 +163,6 @@ impl Cluster {
         sqlx::query(&format!("CREATE DATABASE {db}"))
             .execute(&admin)
             .await?;
-        let database_url = database_url(postgres, &db)?;
 
         let mut origin_urls = Vec::new();
         let mut origin_pids = Vec::new();
