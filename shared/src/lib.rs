@@ -6,6 +6,7 @@
 //! - [`orders`]: order states, the order view and the refund body.
 //! - [`schedule`]: a sale's schedule (`Timestamp`, `Schedule`) and whether it is open at `now`.
 //! - [`room`]: a sale's waiting room setting (`WaitingRoom`).
+//! - [`defence`]: a sale's bot defences (`ProofOfWork`, `NetworkLimits`).
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
 //! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
 //!   origin verifies.
@@ -16,6 +17,7 @@
 //! The crate is plain Rust with no I/O and no clock (callers pass `now`), so it builds for the
 //! host and for `wasm32-unknown-unknown` alike.
 
+pub mod defence;
 pub mod domain;
 pub mod headers;
 pub mod orders;
@@ -26,6 +28,7 @@ pub mod secrets;
 pub mod signing;
 pub mod wire;
 
+pub use defence::{NetworkLimits, ProofOfWork};
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};

@@ -67,6 +67,20 @@ pub enum ErrorCode {
     NoWaitingRoom,
     /// 404 (edge): `GET /v1/queue/{sku}` of a shopper who never joined that queue.
     NotInQueue,
+    /// 428 (edge): joining the waiting room of a sale with a proof of work, or a purchase of
+    /// such a sale without a room, without a `Flashgate-Proof`. The problem carries
+    /// `challenge_url`, where to get a challenge. Not stored with the key.
+    ProofRequired,
+    /// 403 (edge): a `Flashgate-Proof` that does not verify: malformed, wrong, expired, made for
+    /// another SKU, shopper or purpose, or used before. The problem carries `challenge_url`.
+    /// Not stored with the key.
+    ProofRejected,
+    /// 409 (edge): `GET /v1/challenge` for a sale without a proof of work.
+    ProofNotRequired,
+    /// 429 (edge): the shopper's network (IPv4 /24, IPv6 /48) reached the sale's
+    /// `network_limits` (or has another request of the same kind in flight here), with
+    /// `Retry-After` and `RateLimit` fields. Not stored with the key.
+    NetworkLimit,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
     Unavailable,
     /// 500: a bug. Never caused by client input or a failing dependency.
@@ -102,6 +116,10 @@ impl ErrorCode {
             Self::NotAdmitted => "not_admitted",
             Self::NoWaitingRoom => "no_waiting_room",
             Self::NotInQueue => "not_in_queue",
+            Self::ProofRequired => "proof_required",
+            Self::ProofRejected => "proof_rejected",
+            Self::ProofNotRequired => "proof_not_required",
+            Self::NetworkLimit => "network_limit",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -111,7 +129,7 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
-            Self::CsrfRejected | Self::NotAdmitted => 403,
+            Self::CsrfRejected | Self::NotAdmitted | Self::ProofRejected => 403,
             Self::UnknownSku | Self::NotFound | Self::OrderNotFound | Self::NotInQueue => 404,
             Self::MethodNotAllowed => 405,
             Self::SoldOut
@@ -121,12 +139,14 @@ impl ErrorCode {
             | Self::NotStarted
             | Self::SaleEnded
             | Self::SalePaused
-            | Self::NoWaitingRoom => 409,
+            | Self::NoWaitingRoom
+            | Self::ProofNotRequired => 409,
             Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::IdempotencyKeyReused => 422,
             Self::HeadersTooLarge => 431,
-            Self::RateLimited => 429,
+            Self::ProofRequired => 428,
+            Self::RateLimited | Self::NetworkLimit => 429,
             Self::Unavailable => 503,
             Self::Internal => 500,
         }
@@ -160,6 +180,10 @@ impl ErrorCode {
             Self::NotAdmitted => "Not admitted from the waiting room",
             Self::NoWaitingRoom => "No waiting room for this sale",
             Self::NotInQueue => "Not in the queue",
+            Self::ProofRequired => "Proof of work required",
+            Self::ProofRejected => "Proof of work rejected",
+            Self::ProofNotRequired => "No proof of work for this sale",
+            Self::NetworkLimit => "Network limit reached",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -198,6 +222,10 @@ pub struct Problem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub ends_at: Option<Timestamp>,
+    /// `proof_required` / `proof_rejected` only: where to get a challenge (a path on the edge,
+    /// `/v1/challenge?sku=…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge_url: Option<String>,
 }
 
 impl Problem {
@@ -211,7 +239,14 @@ impl Problem {
             current: None,
             starts_at: None,
             ends_at: None,
+            challenge_url: None,
         }
+    }
+
+    /// This problem with the `challenge_url` member (for `proof_required` / `proof_rejected`).
+    pub fn with_challenge_url(mut self, url: impl Into<String>) -> Self {
+        self.challenge_url = Some(url.into());
+        self
     }
 
     /// This problem with the `starts_at` member (for `not_started`).
@@ -272,6 +307,10 @@ mod tests {
             ErrorCode::NotAdmitted,
             ErrorCode::NoWaitingRoom,
             ErrorCode::NotInQueue,
+            ErrorCode::ProofRequired,
+            ErrorCode::ProofRejected,
+            ErrorCode::ProofNotRequired,
+            ErrorCode::NetworkLimit,
         ] {
             assert_eq!(serde_json::to_value(code).expect("ser"), code.as_str());
         }

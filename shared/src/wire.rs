@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::defence::{NetworkLimits, ProofOfWork};
 use crate::domain::{DomainError, Quantity, Sku};
 use crate::room::WaitingRoom;
 use crate::schedule::{Schedule, Timestamp, Update};
@@ -113,6 +114,17 @@ pub struct SkuView {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub waiting_room: Option<WaitingRoom>,
+    /// The sale's proof of work, or `null`: none (joining its room, or a purchase without a
+    /// room, needs no `Flashgate-Proof`). Always present in what the origin writes; absent parses
+    /// as `null` (views cached before it).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub proof_of_work: Option<ProofOfWork>,
+    /// The sale's bounds per network (IPv4 /24, IPv6 /48), or `null`: none. Always present in
+    /// what the origin writes; absent parses as `null`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub network_limits: Option<NetworkLimits>,
 }
 
 impl SkuView {
@@ -156,6 +168,17 @@ pub struct SkuUpsert {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<WaitingRoom>))]
     #[serde(skip_serializing_if = "Update::is_keep")]
     pub waiting_room: Update<WaitingRoom>,
+    /// The sale's proof of work (`{"min_bits": 1..=30, "max_bits": min_bits..=30}`). Absent:
+    /// keep the stored setting (none for a new SKU); `null`: no proof of work.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<ProofOfWork>))]
+    #[serde(skip_serializing_if = "Update::is_keep")]
+    pub proof_of_work: Update<ProofOfWork>,
+    /// The sale's bounds per network (`{"admissions": 1..=1000000, "units": 1..=1000000,
+    /// "window_secs": 1..=86400}`, either bound optional, the window 3600 by default). Absent:
+    /// keep the stored setting (none for a new SKU); `null`: no bounds per network.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<NetworkLimits>))]
+    #[serde(skip_serializing_if = "Update::is_keep")]
+    pub network_limits: Update<NetworkLimits>,
 }
 
 /// The schedule fields of an admin `PUT` (all optional): absent keeps the stored value, `null`
@@ -167,6 +190,10 @@ pub struct ScheduleUpdate {
     pub paused: Option<bool>,
     /// `waiting_room`: absent keeps, `null` disables.
     pub waiting_room: Update<WaitingRoom>,
+    /// `proof_of_work`: absent keeps, `null` disables.
+    pub proof_of_work: Update<ProofOfWork>,
+    /// `network_limits`: absent keeps, `null` disables.
+    pub network_limits: Update<NetworkLimits>,
 }
 
 impl ScheduleUpdate {
@@ -212,19 +239,24 @@ impl ScheduleUpdate {
                 });
             }
         };
-        let waiting_room = match map.get("waiting_room") {
-            None => Update::Keep,
-            Some(Value::Null) => Update::Clear,
-            Some(Value::Object(room)) => Update::Set(waiting_room(room)?),
-            Some(_) => {
-                return Err(BodyError::Field {
-                    field: "waiting_room",
-                    reason:
-                        "must be an object {\"admit_per_minute\": int, \"pass_secs\": int} or null"
-                            .into(),
-                });
-            }
-        };
+        let waiting_room = setting(
+            map,
+            "waiting_room",
+            "must be an object {\"admit_per_minute\": int, \"pass_secs\": int} or null",
+            waiting_room,
+        )?;
+        let proof_of_work = setting(
+            map,
+            "proof_of_work",
+            "must be an object {\"min_bits\": int, \"max_bits\": int} or null",
+            ProofOfWork::from_map,
+        )?;
+        let network_limits = setting(
+            map,
+            "network_limits",
+            "must be an object {\"admissions\": int, \"units\": int, \"window_secs\": int} or null",
+            NetworkLimits::from_map,
+        )?;
         if let (Update::Set(start), Update::Set(end)) = (starts_at, ends_at) {
             if end <= start {
                 return Err(BodyError::Field {
@@ -238,7 +270,28 @@ impl ScheduleUpdate {
             ends_at,
             paused,
             waiting_room,
+            proof_of_work,
+            network_limits,
         })
+    }
+}
+
+/// An optional object setting of an admin body: absent keeps, `null` clears, an object is read
+/// by `parse`; anything else is refused with `reason`.
+fn setting<T>(
+    map: &serde_json::Map<String, Value>,
+    field: &'static str,
+    reason: &str,
+    parse: impl Fn(&serde_json::Map<String, Value>) -> Result<T, BodyError>,
+) -> Result<Update<T>, BodyError> {
+    match map.get(field) {
+        None => Ok(Update::Keep),
+        Some(Value::Null) => Ok(Update::Clear),
+        Some(Value::Object(object)) => parse(object).map(Update::Set),
+        Some(_) => Err(BodyError::Field {
+            field,
+            reason: reason.into(),
+        }),
     }
 }
 
@@ -276,8 +329,9 @@ fn waiting_room(room: &serde_json::Map<String, Value>) -> Result<WaitingRoom, Bo
 pub enum SkuPut {
     /// Create or replace the sale (a new generation), with any schedule fields.
     Sale(SkuUpsert),
-    /// Only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`) and none of the sale's: change
-    /// the schedule of an existing SKU, nothing else (no new generation, stock untouched).
+    /// Only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`, `proof_of_work`,
+    /// `network_limits`) and none of the sale's: change the schedule of an existing SKU, nothing
+    /// else (no new generation, stock untouched).
     Schedule(ScheduleUpdate),
 }
 
@@ -286,13 +340,20 @@ impl SkuPut {
     /// schedule-only.
     pub const SALE_FIELDS: [&'static str; 5] =
         ["name", "price_cents", "stock", "max_per_user", "hold_secs"];
+    /// The fields a schedule-only body may name (any of them).
+    pub const SCHEDULE_FIELDS: [&'static str; 6] = [
+        "starts_at",
+        "ends_at",
+        "paused",
+        "waiting_room",
+        "proof_of_work",
+        "network_limits",
+    ];
 
     pub fn from_json(body: &[u8]) -> Result<Self, BodyError> {
         let map = object(body)?;
         let schedule_only = !Self::SALE_FIELDS.iter().any(|f| map.contains_key(*f))
-            && ["starts_at", "ends_at", "paused", "waiting_room"]
-                .iter()
-                .any(|f| map.contains_key(*f));
+            && Self::SCHEDULE_FIELDS.iter().any(|f| map.contains_key(*f));
         if schedule_only {
             Ok(Self::Schedule(ScheduleUpdate::from_map(&map)?))
         } else {
@@ -319,6 +380,8 @@ impl SkuUpsert {
             ends_at: self.ends_at,
             paused: self.paused,
             waiting_room: self.waiting_room,
+            proof_of_work: self.proof_of_work,
+            network_limits: self.network_limits,
         }
     }
 
@@ -375,6 +438,8 @@ impl SkuUpsert {
             ends_at: schedule.ends_at,
             paused: schedule.paused,
             waiting_room: schedule.waiting_room,
+            proof_of_work: schedule.proof_of_work,
+            network_limits: schedule.network_limits,
         })
     }
 }
@@ -403,6 +468,8 @@ mod tests {
                 ends_at: Update::Clear,
                 paused: Some(true),
                 waiting_room: Update::Keep,
+                proof_of_work: Update::Keep,
+                network_limits: Update::Keep,
             }
         );
         assert_eq!(
@@ -596,5 +663,61 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn bot_defences_are_schedule_fields_that_keep_disable_or_set() {
+        let put = |b: &str| SkuPut::from_json(b.as_bytes());
+        assert_eq!(
+            put(r#"{"proof_of_work":{"min_bits":8,"max_bits":16}}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                proof_of_work: Update::Set(ProofOfWork {
+                    min_bits: 8,
+                    max_bits: 16
+                }),
+                ..ScheduleUpdate::default()
+            }))
+        );
+        assert_eq!(
+            put(r#"{"network_limits":null,"proof_of_work":null}"#),
+            Ok(SkuPut::Schedule(ScheduleUpdate {
+                proof_of_work: Update::Clear,
+                network_limits: Update::Clear,
+                ..ScheduleUpdate::default()
+            }))
+        );
+        let sale = r#""name":"S","price_cents":0,"stock":1,"max_per_user":1"#;
+        let Ok(SkuPut::Sale(full)) = put(&format!(
+            r#"{{{sale},"network_limits":{{"units":3,"admissions":10}}}}"#
+        )) else {
+            panic!("a sale with network limits")
+        };
+        assert_eq!(
+            full.network_limits,
+            Update::Set(NetworkLimits {
+                admissions: Some(10),
+                units: Some(3),
+                window_secs: NetworkLimits::DEFAULT_WINDOW_SECS
+            })
+        );
+        assert_eq!(full.proof_of_work, Update::Keep);
+        for (bad, field) in [
+            (r#"{"proof_of_work":true}"#, "proof_of_work"),
+            (
+                r#"{"proof_of_work":{"min_bits":9}}"#,
+                "proof_of_work.max_bits",
+            ),
+            (r#"{"network_limits":[1]}"#, "network_limits"),
+            (r#"{"network_limits":{"units":0}}"#, "network_limits.units"),
+        ] {
+            let e = put(bad).expect_err(bad);
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+        }
+        // Views cached before the defences existed parse with none.
+        let old: SkuView = serde_json::from_str(
+            r#"{"sku":"A","name":"S","price_cents":1,"stock":2,"max_per_user":1}"#,
+        )
+        .expect("old view");
+        assert_eq!((old.proof_of_work, old.network_limits), (None, None));
     }
 }
