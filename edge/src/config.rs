@@ -53,6 +53,16 @@ pub struct Settings {
     /// room's passes, receipts and lottery tickets (`crate::room`). Optional: without it, a SKU
     /// with a waiting room answers `503` on its queue and purchase routes (fail closed).
     pub room_secrets: Option<SecretRing>,
+    /// `POW_SECRETS` (`kid:secret,…`, first = current) or `POW_SECRET`: HMAC key of the proof-of-work
+    /// challenges (`crate::proof`). Optional: without it, a SKU with a proof of work answers
+    /// `503` on its challenge, queue and purchase routes (fail closed).
+    pub pow_secrets: Option<SecretRing>,
+    /// How long a challenge may be solved and used (`POW_CHALLENGE_TTL_SECS`): short, so a farm
+    /// cannot stockpile cheap challenges solved off-peak for the peak.
+    pub pow_challenge_ttl_secs: u32,
+    /// The arrivals per second of a SKU at which its challenges reach `max_bits`
+    /// (`POW_PEAK_ARRIVALS_PER_SEC`, per Worker instance; `crate::proof::difficulty`).
+    pub pow_peak_arrivals_per_sec: u32,
 }
 
 /// A missing or invalid setting (its name and why). Logged, never shown to clients.
@@ -80,6 +90,8 @@ pub mod defaults {
     pub const SKU_MISSING_TTL_SECS: u32 = 5;
     pub const SCHEDULE_CLOCK_MARGIN_MS: u32 = 2_000;
     pub const SESSION_MAX_LIFETIME_SECS: u32 = crate::jwt::DEFAULT_MAX_LIFETIME_SECS;
+    pub const POW_CHALLENGE_TTL_SECS: u32 = 120;
+    pub const POW_PEAK_ARRIVALS_PER_SEC: u32 = 50;
 }
 
 /// Longest `SESSION_ISSUER` / `SESSION_AUDIENCE` accepted.
@@ -139,6 +151,16 @@ impl Settings {
         let ring = |list: &'static str, single: &'static str| {
             SecretRing::from_config(get(list).as_deref(), get(single).as_deref(), MIN_SECRET_LEN)
                 .map_err(secrets_error(list, single))
+        };
+        // A secret whose absence only turns a feature off (fail closed where it is needed).
+        let optional_ring = |list: &'static str, single: &'static str| match SecretRing::from_config(
+            get(list).as_deref(),
+            get(single).as_deref(),
+            MIN_SECRET_LEN,
+        ) {
+            Ok(ring) => Ok(Some(ring)),
+            Err(SecretsError::Missing) => Ok(None),
+            Err(e) => Err(secrets_error(list, single)(e)),
         };
 
         let origin_url = get("ORIGIN_URL")
@@ -227,15 +249,18 @@ impl Settings {
                 MIN_SECRET_LEN,
             )
             .map_err(secrets_error("ADMIN_TOKENS", "ADMIN_TOKEN"))?,
-            room_secrets: match SecretRing::from_config(
-                get("ROOM_SECRETS").as_deref(),
-                get("ROOM_SECRET").as_deref(),
-                MIN_SECRET_LEN,
-            ) {
-                Ok(ring) => Some(ring),
-                Err(SecretsError::Missing) => None,
-                Err(e) => return Err(secrets_error("ROOM_SECRETS", "ROOM_SECRET")(e)),
-            },
+            room_secrets: optional_ring("ROOM_SECRETS", "ROOM_SECRET")?,
+            pow_secrets: optional_ring("POW_SECRETS", "POW_SECRET")?,
+            pow_challenge_ttl_secs: number(
+                "POW_CHALLENGE_TTL_SECS",
+                defaults::POW_CHALLENGE_TTL_SECS,
+                10..=3_600,
+            )?,
+            pow_peak_arrivals_per_sec: number(
+                "POW_PEAK_ARRIVALS_PER_SEC",
+                defaults::POW_PEAK_ARRIVALS_PER_SEC,
+                1..=1_000_000,
+            )?,
         })
     }
 
@@ -316,6 +341,37 @@ mod tests {
         let mut short = REQUIRED.to_vec();
         short.push(("ROOM_SECRET", "short"));
         assert!(Settings::from_lookup(lookup(&short)).is_err());
+    }
+
+    #[test]
+    fn the_pow_secret_is_optional_and_its_settings_have_bounded_defaults() {
+        let s = Settings::from_lookup(lookup(&REQUIRED)).expect("valid");
+        assert!(s.pow_secrets.is_none());
+        assert_eq!(
+            (s.pow_challenge_ttl_secs, s.pow_peak_arrivals_per_sec),
+            (120, 50)
+        );
+        let mut pairs = REQUIRED.to_vec();
+        pairs.push(("POW_SECRETS", "p2:pow-secret-0123456789,p1:old-pow-secret-0123"));
+        pairs.push(("POW_CHALLENGE_TTL_SECS", "60"));
+        pairs.push(("POW_PEAK_ARRIVALS_PER_SEC", "400"));
+        let s = Settings::from_lookup(lookup(&pairs)).expect("valid");
+        assert_eq!(s.pow_secrets.as_ref().map(|r| r.current().0.as_str()), Some("p2"));
+        assert_eq!(
+            (s.pow_challenge_ttl_secs, s.pow_peak_arrivals_per_sec),
+            (60, 400)
+        );
+        assert!(!format!("{s:?}").contains("pow-secret-0123456789"));
+        for (name, bad) in [
+            ("POW_SECRET", "short"),
+            ("POW_CHALLENGE_TTL_SECS", "5"),
+            ("POW_PEAK_ARRIVALS_PER_SEC", "0"),
+        ] {
+            let mut pairs = REQUIRED.to_vec();
+            pairs.push((name, bad));
+            let err = Settings::from_lookup(lookup(&pairs)).expect_err(name);
+            assert!(err.name.starts_with(&name[..10]), "{name}: {err}");
+        }
     }
 
     #[test]

@@ -433,6 +433,8 @@ mod tests {
             ends_at: None,
             paused: false,
             waiting_room: None,
+            proof_of_work: None,
+            network_limits: None,
         };
         let warm = SkuFacts::from_warmup(&view, 5_000);
         for (status, body) in [(201, created), (409, sold.as_str())] {
@@ -536,6 +538,7 @@ mod tests {
             viewed_ms: Some(1_000),
             schedule: None,
             room: None,
+            defences: None,
         };
         let created = |remaining: i64| format!(r#"{{"order_id":"o","remaining":{remaining}}}"#);
         // A 201 sent at 2 s and answered at 3 s, leaving `remaining`, taught to `before`.

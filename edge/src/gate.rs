@@ -2,7 +2,10 @@
 //! of its rows. The Durable Object reads the snapshot, calls [`begin`] or [`finish`] and writes the
 //! returned effects, all without an `.await` in between, so each call is atomic for that user.
 //!
-//! Order inside `begin`: rate limit (every attempt counts, replays included), then the
+//! Order inside `begin`: the attempt's proof of work, if it carries one, is spent (one that was
+//! spent before refuses the attempt, `ProofSpent`, before it costs any rate: the proof ids of a
+//! shopper are this object's, so a replay at any location meets them here); then the rate limit
+//! (every attempt counts, replays included), then the
 //! idempotency lookup (replay / 422 / 409 in flight), then the shields (`sale_ended` from the
 //! cached schedule, `crate::schedule`; then sold out before purchase limit), and finally the key is
 //! claimed for a new attempt. (`not_started` and `sale_paused` never reach the object: the worker
@@ -40,6 +43,8 @@ pub struct Snapshot {
     pub bought: i64,
     /// When the origin last confirmed `bought` (unix ms): a 201 or a `purchase_limit` it decided.
     pub counted_ms: Option<i64>,
+    /// Whether the request's proof of work (`BeginRequest::proof`) was spent before.
+    pub proof_spent: bool,
 }
 
 /// Writes to apply after a call.
@@ -51,6 +56,8 @@ pub struct Effects {
     pub bought_delta: i64,
     /// The origin confirmed the user's count for the SKU now (store `counted_ms`).
     pub count_confirmed: bool,
+    /// A proof of work to record as spent (until it expires).
+    pub spend: Option<crate::proof::Spend>,
 }
 
 /// What happens to the key's record.
@@ -132,6 +139,17 @@ pub fn begin(
     now_ms: i64,
     next_attempt: i64,
 ) -> (BeginReply, Effects) {
+    if req.proof.is_some() && snap.proof_spent {
+        let (rate, _) = limit(policy, snap.tat_us, now_ms);
+        return (
+            BeginReply {
+                rate,
+                verdict: Verdict::ProofSpent,
+            },
+            Effects::default(),
+        );
+    }
+    let spend = req.proof.clone();
     let (rate, new_tat_us) = match limit(policy, snap.tat_us, now_ms) {
         (rate, Some(new_tat_us)) => (rate, new_tat_us),
         (rate, None) => {
@@ -140,12 +158,16 @@ pub fn begin(
                     rate,
                     verdict: Verdict::Limited,
                 },
-                Effects::default(),
+                Effects {
+                    spend,
+                    ..Effects::default()
+                },
             );
         }
     };
     let mut effects = Effects {
         new_tat_us: Some(new_tat_us),
+        spend,
         ..Effects::default()
     };
     let verdict = match idempotency::lookup(
@@ -228,6 +250,7 @@ pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (Fin
                     record: RecordChange::Put(done),
                     bought_delta,
                     count_confirmed,
+                    spend: None,
                 },
             )
         }
@@ -282,6 +305,7 @@ mod tests {
             in_flight_timeout_ms: 30_000,
             count_ttl_ms: 5_000,
             schedule_margin_ms: 2_000,
+            proof: None,
         }
     }
 
@@ -652,5 +676,41 @@ mod tests {
         assert_eq!(purge_cutoff_ms(NOW, 86_400_000), NOW - 86_400_000);
         assert_eq!(next_alarm_ms(NOW, 86_400_000), NOW + 86_400_000 + 60_000);
         assert_eq!(next_alarm_ms(i64::MAX, 1), i64::MAX);
+    }
+
+    #[test]
+    fn a_proof_is_spent_by_the_first_attempt_that_carries_it_and_refuses_every_later_one() {
+        let spend = crate::proof::Spend {
+            id: "c0ffee".into(),
+            expires_ms: NOW + 60_000,
+        };
+        let r = BeginRequest {
+            proof: Some(spend.clone()),
+            ..req("f")
+        };
+        let (reply, e) = begin(&policy(), &Snapshot::default(), &r, NOW, 1);
+        assert!(matches!(reply.verdict, Verdict::Proceed { .. }), "{reply:?}");
+        assert_eq!(e.spend, Some(spend.clone()), "recorded as spent");
+        // Spent: refused before the rate limit is charged or the key is looked at.
+        let spent = Snapshot {
+            proof_spent: true,
+            ..Snapshot::default()
+        };
+        let (reply, e) = begin(&policy(), &spent, &r, NOW, 2);
+        assert_eq!(reply.verdict, Verdict::ProofSpent);
+        assert_eq!(e, Effects::default(), "nothing changes");
+        assert!(matches!(reply.rate, RateOutcome::Allowed { remaining: 4, .. }));
+        // An attempt over the rate limit still spends its proof (it was shown).
+        let limited = Snapshot {
+            tat_us: Some((NOW + 60_000) * 1_000),
+            ..Snapshot::default()
+        };
+        let (reply, e) = begin(&policy(), &limited, &r, NOW, 3);
+        assert_eq!(reply.verdict, Verdict::Limited);
+        assert_eq!(e.spend, Some(spend));
+        // Without a proof, nothing is spent and `proof_spent` is not consulted.
+        let (reply, e) = begin(&policy(), &spent, &req("f"), NOW, 4);
+        assert!(matches!(reply.verdict, Verdict::Proceed { .. }));
+        assert_eq!(e.spend, None);
     }
 }

@@ -23,9 +23,11 @@ pub mod gcra;
 pub mod http_date;
 pub mod idempotency;
 pub mod jwt;
+pub mod network;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod openapi;
 pub mod orders;
+pub mod proof;
 pub mod protocol;
 pub mod purchase;
 pub mod ratelimit_fields;

@@ -48,6 +48,10 @@ pub struct BeginRequest {
     /// end plus this margin (`crate::schedule`).
     #[serde(default = "default_schedule_margin_ms")]
     pub schedule_margin_ms: i64,
+    /// The proof of work this attempt carries, verified by the worker (`crate::proof::check`):
+    /// the object spends it, once, before anything else (`crate::gate::begin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<crate::proof::Spend>,
 }
 
 fn default_schedule_margin_ms() -> i64 {
@@ -83,6 +87,9 @@ pub enum Verdict {
     /// A shield answered (sale ended / sold out / purchase limit). Not stored with the key: only the origin's
     /// decisions are (see `crate::gate`).
     Answered { status: u16, body: String },
+    /// The attempt's proof of work was spent before (`403 proof_rejected`); nothing else was
+    /// looked at or changed.
+    ProofSpent,
 }
 
 /// The outcome of `begin`.

@@ -27,7 +27,11 @@ impl Reply {
 
     /// An `application/problem+json` answer for `code`.
     pub fn problem(code: ErrorCode, detail: impl Into<String>) -> Self {
-        let problem = Problem::new(code, detail);
+        Self::from_problem(&Problem::new(code, detail))
+    }
+
+    /// An `application/problem+json` answer carrying `problem` (with its extension members).
+    pub fn from_problem(problem: &Problem) -> Self {
         Self {
             status: problem.status,
             headers: vec![("content-type".into(), PROBLEM_JSON.into())],

@@ -31,6 +31,8 @@ pub enum Route {
     QueuePoll(String),
     /// `GET /v1/queue/{sku}/stats` (admin).
     QueueStats(String),
+    /// `GET /v1/challenge?sku=…`: a proof-of-work challenge.
+    Challenge,
     /// `GET /openapi.json`.
     OpenApi,
     /// `GET /sale/{sku}`: the sale page, with the raw (unvalidated) path segment.
@@ -68,6 +70,13 @@ pub fn route(method: &str, path: &str) -> Route {
         "/warmup" => {
             if read {
                 Route::Warmup
+            } else {
+                Route::MethodNotAllowed("GET, HEAD")
+            }
+        }
+        crate::proof::CHALLENGE_PATH => {
+            if read {
+                Route::Challenge
             } else {
                 Route::MethodNotAllowed("GET, HEAD")
             }
@@ -170,7 +179,8 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
         | Route::Warmup
         | Route::QueueJoin(_)
         | Route::QueuePoll(_)
-        | Route::QueueStats(_) => None,
+        | Route::QueueStats(_)
+        | Route::Challenge => None,
     }
 }
 
@@ -219,6 +229,11 @@ mod tests {
         assert_eq!(route("GET", "/v1/skus/"), Route::NotFound);
         assert_eq!(route("GET", "/v1/skus/a/b"), Route::NotFound);
         assert_eq!(route("GET", "/warmup"), Route::Warmup);
+        assert_eq!(route("GET", "/v1/challenge"), Route::Challenge);
+        assert_eq!(
+            route("POST", "/v1/challenge"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
         assert_eq!(route("GET", "/"), Route::NotFound);
         assert_eq!(route("PUT", "/v1/admin/skus/A"), Route::NotFound);
         assert_eq!(route("GET", "/sale/A-1"), Route::SalePage("A-1".into()));

@@ -39,7 +39,7 @@
 //! a bound that is too high only costs origin calls.
 
 use serde::{Deserialize, Serialize};
-use shared::{ErrorCode, Quantity, Schedule, SkuView, WaitingRoom};
+use shared::{ErrorCode, NetworkLimits, ProofOfWork, Quantity, Schedule, SkuView, WaitingRoom};
 
 /// What the edge knows about one SKU's sale.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +69,11 @@ pub struct SkuFacts {
     /// path asks for the view before deciding whether a pass is needed (`crate::room`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<RoomFact>,
+    /// The sale's bot defences as the last origin view showed them; `None`: no view folded in
+    /// since they existed, so the purchase and queue paths ask for the view before deciding
+    /// whether a proof of work or a network bound applies (`crate::proof`, `crate::network`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defences: Option<Defences>,
 }
 
 /// Whether a sale has a waiting room, as an origin view showed it.
@@ -85,6 +90,24 @@ impl RoomFact {
     }
 }
 
+/// A sale's bot defences, as an origin view showed them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Defences {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof_of_work: Option<ProofOfWork>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_limits: Option<NetworkLimits>,
+}
+
+impl Defences {
+    pub fn of(view: &SkuView) -> Self {
+        Self {
+            proof_of_work: view.proof_of_work,
+            network_limits: view.network_limits,
+        }
+    }
+}
+
 impl SkuFacts {
     /// Facts from a warmup whose view arrived at `now_ms`: authoritative, may raise the bound.
     pub fn from_warmup(view: &SkuView, now_ms: i64) -> Self {
@@ -95,6 +118,7 @@ impl SkuFacts {
             viewed_ms: Some(now_ms),
             schedule: Some(view.schedule()),
             room: Some(RoomFact::of(view)),
+            defences: Some(Defences::of(view)),
         }
     }
 
@@ -122,12 +146,14 @@ impl SkuFacts {
                 viewed_ms: Some(now_ms),
                 schedule: Some(view.schedule()),
                 room: Some(RoomFact::of(view)),
+                defences: Some(Defences::of(view)),
             };
         }
         if !current {
             // An older view still tells whether there is a room, when nothing else did.
             return Self {
                 room: self.room.or(Some(RoomFact::of(view))),
+                defences: self.defences.or(Some(Defences::of(view))),
                 ..self
             };
         }
@@ -137,6 +163,7 @@ impl SkuFacts {
             viewed_ms: Some(now_ms),
             schedule: Some(view.schedule()),
             room: Some(RoomFact::of(view)),
+            defences: Some(Defences::of(view)),
             ..self
         }
     }
@@ -272,6 +299,8 @@ mod tests {
             ends_at: None,
             paused: false,
             waiting_room: None,
+            proof_of_work: None,
+            network_limits: None,
         }
     }
 
@@ -315,6 +344,7 @@ mod tests {
                 viewed_ms: Some(3_000),
                 schedule: Some(Schedule::default()),
                 room: Some(RoomFact { waiting_room: None }),
+                defences: Some(Defences::default()),
             }
         );
         // Less stock, requested after the last raise: lowers, and is not a raise.

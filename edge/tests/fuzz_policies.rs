@@ -1218,6 +1218,7 @@ fn facts() -> impl Strategy<Value = SkuFacts> {
                 viewed_ms,
                 schedule: None,
                 room: None,
+                defences: None,
             },
         )
 }
@@ -1278,6 +1279,7 @@ fn gate_begin_decides_consistently() {
                 record,
                 bought,
                 counted_ms: Some(now),
+                proof_spent: false,
             };
             let req = BeginRequest {
                 key: "k".into(),
@@ -1293,6 +1295,7 @@ fn gate_begin_decides_consistently() {
                 in_flight_timeout_ms: timeout,
                 count_ttl_ms: 5_000,
                 schedule_margin_ms: 2_000,
+                proof: None,
             };
             for now_ms in [any_now, now] {
                 let bought = gate::counted_units(&snap, now_ms, req.count_ttl_ms);
@@ -1337,6 +1340,9 @@ fn gate_begin_decides_consistently() {
                     Verdict::InFlight | Verdict::Reused => {
                         prop_assert!(snap.record.is_some());
                         prop_assert_eq!(&effects.record, &RecordChange::Keep);
+                    }
+                    Verdict::ProofSpent => {
+                        return Err(fail("no proof was carried, so none can be spent"));
                     }
                 }
                 prop_assert_eq!(effects.bought_delta, 0);
@@ -1606,10 +1612,14 @@ fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
                 ends_at: None,
                 paused: false,
                 waiting_room: None,
+                proof_of_work: None,
+                network_limits: None,
             };
             let got = facts.with_fresh_view(&view, sent_ms, now_ms);
-            // Every view folded in tells whether there is a waiting room (here: none).
+            // Every view folded in tells whether there is a waiting room and which bot defences
+            // the sale has (here: none).
             prop_assert!(got.room.is_some());
+            prop_assert!(got.defences.is_some());
             let stock = stock.max(0);
             let current = facts.raised_ms.is_none_or(|r| sent_ms > r);
             let rises = facts.stock_bound.is_none_or(|b| stock > b);
@@ -1624,7 +1634,15 @@ fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
                 prop_assert_eq!(got.viewed_ms, Some(now_ms));
             } else {
                 let room = facts.room.or(got.room);
-                prop_assert_eq!(got, shield::SkuFacts { room, ..facts });
+                let defences = facts.defences.or(got.defences);
+                prop_assert_eq!(
+                    got,
+                    shield::SkuFacts {
+                        room,
+                        defences,
+                        ..facts
+                    }
+                );
             }
             Ok(())
         },
@@ -2002,6 +2020,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                 in_flight_timeout_ms: t,
                 count_ttl_ms: 5_000,
                 schedule_margin_ms: 2_000,
+                proof: None,
             },
         );
     let input = (

@@ -10,8 +10,10 @@ pub const PULL_PATH: &str = "/pull";
 pub const STATE_PATH: &str = "/state";
 pub const STATS_PATH: &str = "/stats";
 
-/// Worker → shard: `user` joins with `ticket` (kept as it is if already there), or, without a
-/// ticket, where is `user`? The answer is [`Member::encode`]. Every message between the room's
+/// Worker → shard: `user` joins with `ticket` (kept as it is if already there), spending `proof`
+/// (a sale with a proof of work: the shard holds its members' spent proofs), or, without a
+/// ticket, where is `user`? The answer is [`Joined::encode`] to a join, [`Member::encode`] to a
+/// lookup. Every message between the room's
 /// objects is compact text (`encode` / `decode`), not JSON: a smaller Worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRequest {
@@ -19,6 +21,8 @@ pub struct MemberRequest {
     pub user: String,
     pub ticket: Option<u64>,
     pub starts_ms: Option<i64>,
+    /// The join's proof of work, verified by the worker, to spend once.
+    pub proof: Option<crate::proof::Spend>,
 }
 
 fn parse_opt<T: std::str::FromStr>(s: &str) -> Option<Option<T>> {
@@ -30,27 +34,77 @@ fn parse_opt<T: std::str::FromStr>(s: &str) -> Option<Option<T>> {
 }
 
 impl MemberRequest {
-    /// `shard;user;ticket|-;starts_ms|-` (user ids have no `;`).
+    /// `shard;user;ticket|-;starts_ms|-;proof id|-;proof expires_ms|-` (user ids and proof ids,
+    /// hex, have no `;`).
     pub fn encode(&self) -> String {
         format!(
-            "{};{};{};{}",
+            "{};{};{};{};{};{}",
             self.shard,
             self.user,
             opt(self.ticket),
-            opt(self.starts_ms)
+            opt(self.starts_ms),
+            opt(self.proof.as_ref().map(|p| p.id.as_str())),
+            opt(self.proof.as_ref().map(|p| p.expires_ms))
         )
     }
 
     pub fn decode(text: &str) -> Option<Self> {
         let f: Vec<&str> = text.split(';').collect();
-        if f.len() != 4 {
+        if f.len() != 6 {
             return None;
         }
+        let proof = match (f[4], parse_opt::<i64>(f[5])?) {
+            ("-", None) => None,
+            (id, Some(expires_ms)) if id != "-" => Some(crate::proof::Spend {
+                id: id.to_owned(),
+                expires_ms,
+            }),
+            _ => return None,
+        };
         Some(Self {
             shard: f[0].parse().ok()?,
             user: f[1].to_owned(),
             ticket: parse_opt(f[2])?,
             starts_ms: parse_opt(f[3])?,
+            proof,
+        })
+    }
+}
+
+/// A shard's answer to a join: the member and whether this join made it one, or the join's proof
+/// was spent before (nothing changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joined {
+    Member { member: Member, created: bool },
+    ProofSpent,
+}
+
+impl Joined {
+    /// `spent`, or `new;<member>` / `old;<member>`.
+    pub fn encode(&self) -> String {
+        match self {
+            Self::ProofSpent => "spent".to_owned(),
+            Self::Member { member, created } => format!(
+                "{};{}",
+                if *created { "new" } else { "old" },
+                Member::encode(Some(member))
+            ),
+        }
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        if text == "spent" {
+            return Some(Self::ProofSpent);
+        }
+        let (created, member) = text.split_once(';')?;
+        let created = match created {
+            "new" => true,
+            "old" => false,
+            _ => return None,
+        };
+        Some(Self::Member {
+            member: Member::decode(member)??,
+            created,
         })
     }
 }
@@ -266,14 +320,45 @@ mod tests {
             user: "user:a@b.c-1".into(),
             ticket: Some(u64::MAX),
             starts_ms: None,
+            proof: None,
         };
         assert_eq!(MemberRequest::decode(&m.encode()), Some(m.clone()));
         let m = MemberRequest {
             ticket: None,
             starts_ms: Some(5),
+            proof: Some(crate::proof::Spend {
+                id: "ab12".into(),
+                expires_ms: 1_800_000_000_000,
+            }),
             ..m
         };
         assert_eq!(MemberRequest::decode(&m.encode()), Some(m));
+        for bad in ["1;u;-;-;ab12;-", "1;u;-;-;-;5", "1;u;-;-"] {
+            assert_eq!(MemberRequest::decode(bad), None, "{bad}");
+        }
+        let member = Member {
+            shard: 3,
+            rank: Some(7),
+            join_ms: 11,
+            pre: false,
+            admitted_ms: None,
+        };
+        for joined in [
+            Joined::ProofSpent,
+            Joined::Member {
+                member,
+                created: true,
+            },
+            Joined::Member {
+                member,
+                created: false,
+            },
+        ] {
+            assert_eq!(Joined::decode(&joined.encode()), Some(joined));
+        }
+        for bad in ["", "new;-", "maybe;3;7;11;0;-", "new"] {
+            assert_eq!(Joined::decode(bad), None, "{bad}");
+        }
         let p = PullRequest {
             shard: 2,
             starts_ms: Some(9),

@@ -11,7 +11,7 @@ use crate::routes::{self, Route};
 
 use super::http::{self, to_response};
 use super::room::{self, QueueAction};
-use super::{orders, purchase, skus};
+use super::{defences, orders, purchase, skus};
 use crate::orders::OrderAction;
 
 #[event(fetch)]
@@ -50,8 +50,13 @@ async fn handle(req: &mut Request, env: &Env, ctx: &Context, id: &RequestId) -> 
             orders::handle(req, env, &settings, &order, OrderAction::Cancel, id).await
         }
         Route::Warmup => skus::warmup(req, &settings).await,
-        Route::QueueJoin(sku) => room::handle(req, env, &settings, &sku, QueueAction::Join).await,
-        Route::QueuePoll(sku) => room::handle(req, env, &settings, &sku, QueueAction::Poll).await,
+        Route::QueueJoin(sku) => {
+            room::handle(req, env, ctx, &settings, &sku, QueueAction::Join).await
+        }
+        Route::QueuePoll(sku) => {
+            room::handle(req, env, ctx, &settings, &sku, QueueAction::Poll).await
+        }
+        Route::Challenge => defences::challenge(req, &settings).await,
         Route::QueueStats(sku) => room::stats(req, env, &settings, &sku).await,
         Route::Healthz
         | Route::OpenApi

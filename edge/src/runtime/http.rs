@@ -83,6 +83,24 @@ impl SessionParts {
         }
     }
 
+    /// The shopper this request is from: the credential (or the CSRF refusal), then its token
+    /// verified (or `401 unauthenticated`).
+    pub(crate) fn shopper(&self, settings: &Settings) -> Result<shared::UserId, Reply> {
+        let credential = self.credential().map_err(|e| e.reply())?;
+        credential
+            .token()
+            .and_then(|token| {
+                crate::jwt::verify_hs256(
+                    token,
+                    &settings.session_secrets,
+                    &settings.session_rules,
+                    now_ms() / 1_000,
+                )
+            })
+            .map(|claims| claims.sub)
+            .map_err(session::unauthenticated)
+    }
+
     /// The credential, or the CSRF refusal ([`session::credential`]).
     pub(crate) fn credential(&self) -> Result<session::Credential<'_>, CsrfError> {
         let headers = SessionHeaders {

@@ -9,14 +9,20 @@
 //!   `order` bucket, the signed forward;
 //! - [`skus`]: `GET /v1/skus/{sku}` and `GET /warmup`, over the Cache API;
 //! - [`room`]: `/v1/queue/{sku}` (join, poll, stats) and the purchase's pass check;
+//! - [`defences`]: `GET /v1/challenge`, and the proof-of-work and network checks of a join or a
+//!   purchase;
+//! - [`network`]: the instance's knowledge of the networks' counts and the `NetworkLedger` object;
+//! - [`spent`]: the spent proofs of work, in the shopper's gate and room shard;
 //! - [`room_objects`]: the waiting room's shard and coordinator Durable Objects;
 //! - [`user_gate`]: the per-user SQLite-backed Durable Object and its client;
 //! - [`origin`]: HTTP calls to the origin with a deadline;
 //! - [`sku_cache`]: Cache API reads and writes;
 //! - [`http`]: settings, clock and `Reply` → `Response`.
 
+mod defences;
 mod entry;
 mod http;
+mod network;
 mod orders;
 mod origin;
 mod purchase;
@@ -24,4 +30,5 @@ mod room;
 mod room_objects;
 mod sku_cache;
 mod skus;
+mod spent;
 mod user_gate;

@@ -1,12 +1,15 @@
 //! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
 //! the SKU's shield facts (one Cache API read; refreshed from the origin's view first when a
-//! refusing bound or schedule is older than `SKU_CACHE_TTL_SECS`), the schedule (`not_started` /
-//! `sale_paused` answered here, [`crate::schedule`]), then ONE call to the user's gate: rate
+//! refusing bound or schedule is older than `SKU_CACHE_TTL_SECS`), the waiting room's pass, the
+//! schedule (`not_started` / `sale_paused` answered here, [`crate::schedule`]), the bot defences of
+//! a sale without a room (the proof of work, then the network's bound: `super::defences`), then
+//! ONE call to the user's gate (which spends the proof first): rate
 //! limit, idempotency, shields, and — only for an attempt whose key it claimed — the signed call
 //! to the origin (signed here, sent by the object), whose answer the object stores or releases
 //! with the key before handing it back. The answer then teaches the shield (unless it is a
 //! replay, or answers a request sent before the shield's last raise; the facts are read again and
-//! written only when there is something to learn).
+//! written only when there is something to learn), and a 201 is counted in the network's ledger
+//! after the answer went out.
 
 use futures_util::StreamExt;
 use shared::ErrorCode;
@@ -16,6 +19,8 @@ use worker::{ByteStream, Context, Env, Request};
 use crate::cache_policy::facts_key;
 use crate::config::Settings;
 use crate::forward::{self, Forwarded};
+use crate::network::Kind;
+use crate::proof::{Expected, ProofError, Purpose};
 use crate::protocol::{BeginRequest, OriginCall, PurchaseRequest, Verdict};
 use crate::purchase::{self, CappedBody, Incoming, Purchase};
 use crate::ratelimit_fields;
@@ -24,6 +29,7 @@ use crate::request_id::RequestId;
 use crate::schedule::{self, Local};
 use crate::shield::SkuFacts;
 
+use super::defences;
 use super::http::{SessionParts, base_url, header, now_ms};
 use super::room;
 use super::sku_cache;
@@ -88,11 +94,11 @@ pub(crate) async fn handle(
     // The waiting room: whether the sale has one must be known (a view folded in), and if it
     // has, the purchase needs a valid pass — decided here, before the user's Durable Object, so
     // a refused attempt costs no rate and never reaches the origin (`crate::room`).
-    facts = match skus::with_room(settings, &base, &purchase.request.sku, facts).await {
-        skus::RoomKnown::Known(known) => known,
+    facts = match skus::known_sale(settings, &base, &purchase.request.sku, facts).await {
+        skus::SaleKnown::Known(known) => known,
         // No sale: the origin's `unknown_sku`, stored with the key as before.
-        skus::RoomKnown::Missing => facts,
-        skus::RoomKnown::Failed => return crate::room::answer::unavailable(),
+        skus::SaleKnown::Missing => facts,
+        skus::SaleKnown::Failed => return crate::room::answer::unavailable(),
     };
     if let Some(refused) = room::check_purchase(
         req,
@@ -113,6 +119,32 @@ pub(crate) async fn handle(
             return schedule::reply(closed);
         }
     }
+    // The bot defences of a sale without a room (with one, the join paid and the pass admits):
+    // the proof, then the network's bound, before the user's Durable Object.
+    let sku = purchase.request.sku.as_str();
+    let defences = match facts.room {
+        Some(room) if room.waiting_room.is_some() => crate::shield::Defences::default(),
+        _ => facts.defences.unwrap_or_default(),
+    };
+    let expected = Expected {
+        sku,
+        user: purchase.user.as_str(),
+        purpose: Purpose::Purchase,
+    };
+    let proof = match defences::proof(req, settings, expected, &defences) {
+        Ok(proof) => proof,
+        Err(refused) => return refused,
+    };
+    let flight = match defences::network(
+        req,
+        &purchase.request.sku,
+        Kind::Units,
+        purchase.request.qty.get(),
+        &defences,
+    ) {
+        Ok(flight) => flight,
+        Err(limited) => return limited,
+    };
     let gate = match UserGateClient::for_user(env, &purchase.user) {
         Ok(gate) => gate,
         Err(e) => {
@@ -130,6 +162,7 @@ pub(crate) async fn handle(
         in_flight_timeout_ms: settings.in_flight_timeout_ms(),
         count_ttl_ms: ttl_ms,
         schedule_margin_ms: margin_ms,
+        proof,
     };
     // Signed here (the secrets stay with the worker), sent by the object only if it claims the key.
     let origin = OriginCall {
@@ -173,8 +206,12 @@ pub(crate) async fn handle(
             "this Idempotency-Key was already used with a different request",
         ),
         (Verdict::Answered { status, body }, _) => Reply::stored(status, body),
+        (Verdict::ProofSpent, _) => crate::proof::answer::refused(sku, ProofError::Spent),
         (Verdict::Proceed { .. }, Some(forwarded)) => {
             learn(settings, &facts_key, facts, &purchase, &forwarded, sent_ms).await;
+            if forwarded.status == 201 && !forwarded.replayed {
+                defences::count(ctx, env, flight);
+            }
             forwarded.reply()
         }
         (Verdict::Proceed { .. }, None) => {

@@ -9,26 +9,27 @@
 //! `Retry-After`: the room fails closed, nobody is admitted by accident.
 
 use shared::{ErrorCode, Sku, UserId};
-use worker::{Env, Request};
+use worker::{Context, Env, Request};
 
 use crate::cache_policy;
 use crate::config::Settings;
-use crate::jwt;
 use crate::reply::Reply;
 use crate::room::admission::{RoomConfig, RoomState, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
 use crate::room::pass::{Pass, Receipt};
-use crate::room::protocol::{Member, MemberRequest};
+use crate::network::Kind;
+use crate::proof::{Expected, ProofError, Purpose, Spend};
+use crate::room::protocol::{Joined, Member, MemberRequest};
 use crate::room::{PASS_HEADER, RECEIPT_HEADER};
-use crate::session;
 use crate::shield::SkuFacts;
 use crate::warmup;
 
+use super::defences;
 use super::http::{SessionParts, base_url, header, now_ms};
 use super::room_objects::RoomClient;
 use super::sku_cache;
-use super::skus::{self, RoomKnown};
+use super::skus::{self, SaleKnown};
 
 /// Join or poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +99,12 @@ impl Room<'_> {
                 user: self.user.to_string(),
                 ticket: None,
                 starts_ms: self.config.starts_ms,
+                proof: None,
             })
             .await
     }
 
-    async fn join(&self) -> worker::Result<Member> {
+    async fn join(&self, proof: Option<Spend>) -> worker::Result<Joined> {
         self.client()
             .join(&MemberRequest {
                 shard: shard_of(self.user.as_str()),
@@ -113,6 +115,7 @@ impl Room<'_> {
                     self.user.as_str(),
                 )),
                 starts_ms: self.config.starts_ms,
+                proof,
             })
             .await
     }
@@ -171,15 +174,15 @@ async fn room_of(
     sku: &Sku,
 ) -> Result<Option<(RoomConfig, SkuFacts)>, Reply> {
     let facts = sku_cache::get_facts(&cache_policy::facts_key(base, sku)).await;
-    let facts = match skus::with_room(settings, base, sku, facts).await {
-        RoomKnown::Known(facts) => facts,
-        RoomKnown::Missing => {
+    let facts = match skus::known_sale(settings, base, sku, facts).await {
+        SaleKnown::Known(facts) => facts,
+        SaleKnown::Missing => {
             return Err(Reply::problem(
                 ErrorCode::UnknownSku,
                 "no sale for this SKU",
             ));
         }
-        RoomKnown::Failed => return Err(answer::unavailable()),
+        SaleKnown::Failed => return Err(answer::unavailable()),
     };
     Ok(RoomConfig::of(&facts).map(|config| (config, facts)))
 }
@@ -188,25 +191,14 @@ async fn room_of(
 pub(crate) async fn handle(
     req: &Request,
     env: &Env,
+    ctx: &Context,
     settings: &Settings,
     raw_sku: &str,
     action: QueueAction,
 ) -> Reply {
-    let session = SessionParts::read(req);
-    let credential = match session.credential() {
-        Ok(credential) => credential,
-        Err(e) => return e.reply(),
-    };
-    let user = match credential.token().and_then(|token| {
-        jwt::verify_hs256(
-            token,
-            &settings.session_secrets,
-            &settings.session_rules,
-            now_ms() / 1_000,
-        )
-    }) {
-        Ok(claims) => claims.sub,
-        Err(e) => return session::unauthenticated(e),
+    let user = match SessionParts::read(req).shopper(settings) {
+        Ok(user) => user,
+        Err(reply) => return reply,
     };
     let Ok(sku) = Sku::parse(raw_sku) else {
         return Reply::problem(
@@ -215,8 +207,8 @@ pub(crate) async fn handle(
         );
     };
     let base = base_url(req);
-    let config = match room_of(settings, &base, &sku).await {
-        Ok(Some((config, _))) => config,
+    let (config, facts) = match room_of(settings, &base, &sku).await {
+        Ok(Some(known)) => known,
         Ok(None) => return answer::no_waiting_room(),
         Err(reply) => return reply,
     };
@@ -233,10 +225,37 @@ pub(crate) async fn handle(
         base,
     };
     let answered = match action {
-        QueueAction::Join => match room.join().await {
-            Ok(member) => room.answer(Some(receipt_of(&member)), true).await,
-            Err(e) => Err(e),
-        },
+        QueueAction::Join => {
+            // The bot defences of the join: the proof (spent by the shard), then the network's
+            // bound on admissions, counted when the join made a new member.
+            let defences = facts.defences.unwrap_or_default();
+            let expected = Expected {
+                sku: sku.as_str(),
+                user: user.as_str(),
+                purpose: Purpose::Join,
+            };
+            let proof = match defences::proof(req, settings, expected, &defences) {
+                Ok(proof) => proof,
+                Err(refused) => return refused,
+            };
+            let flight =
+                match defences::network(req, &sku, Kind::Admissions, 1, &defences) {
+                    Ok(flight) => flight,
+                    Err(limited) => return limited,
+                };
+            match room.join(proof).await {
+                Ok(Joined::ProofSpent) => {
+                    return crate::proof::answer::refused(sku.as_str(), ProofError::Spent);
+                }
+                Ok(Joined::Member { member, created }) => {
+                    if created {
+                        defences::count(ctx, env, flight);
+                    }
+                    room.answer(Some(receipt_of(&member)), true).await
+                }
+                Err(e) => Err(e),
+            }
+        }
         QueueAction::Poll => {
             let receipt = header(req, RECEIPT_HEADER)
                 .and_then(|t| Receipt::verify(ring, sku.as_str(), user.as_str(), &t).ok());

@@ -25,11 +25,12 @@ use crate::room::SHARDS;
 use crate::room::admission::{self, HORIZON_MS, RoomConfig, RoomState, TICK_MS};
 use crate::room::order::{Head, Key};
 use crate::room::protocol::{
-    JOIN_PATH, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply, PullRequest,
-    RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
+    JOIN_PATH, Joined, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply,
+    PullRequest, RequestMeter, RoomStats, STATE_PATH, STATS_PATH,
 };
 
 use super::http::now_ms;
+use super::spent;
 
 pub(crate) const SHARD_BINDING: &str = "ROOM_SHARD";
 pub(crate) const COORDINATOR_BINDING: &str = "ROOM_COORDINATOR";
@@ -88,10 +89,9 @@ impl<'a> RoomClient<'a> {
             .get_by_name(self.sku)
     }
 
-    pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
-        let reply =
-            member_reply(&call_text(&self.shard(input.shard)?, JOIN_PATH, input.encode()).await?)?;
-        reply.ok_or_else(|| Error::RustError("join stored no member".into()))
+    pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Joined> {
+        let text = call_text(&self.shard(input.shard)?, JOIN_PATH, input.encode()).await?;
+        Joined::decode(&text).ok_or_else(|| Error::RustError("a shard's join does not parse".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {
@@ -256,7 +256,7 @@ impl DurableObject for RoomShard {
                 let Some(input) = body(&mut req, MemberRequest::decode).await else {
                     return Response::error("bad join", 400);
                 };
-                Response::ok(Member::encode(Some(&self.join(&input)?)))
+                Response::ok(self.join(&input)?.encode())
             }
             MEMBER_PATH => {
                 let Some(input) = body(&mut req, MemberRequest::decode).await else {
@@ -288,6 +288,7 @@ impl RoomShard {
         let sql = self.state.storage().sql();
         if !self.schema_ready.get() {
             sql.exec(SHARD_SCHEMA, None)?;
+            sql.exec(spent::SCHEMA, None)?;
             self.schema_ready.set(true);
         }
         Ok(sql)
@@ -362,14 +363,24 @@ impl RoomShard {
         .map(|r| Self::member(shard, r)))
     }
 
-    /// Stores `user` once; a second join finds the first.
-    fn join(&self, input: &MemberRequest) -> worker::Result<Member> {
+    /// Spends the join's proof (a spent one changes nothing), then stores `user` once; a second
+    /// join finds the first.
+    fn join(&self, input: &MemberRequest) -> worker::Result<Joined> {
         let sql = self.sql()?;
+        if let Some(proof) = &input.proof {
+            if spent::is_spent(&sql, proof)? {
+                return Ok(Joined::ProofSpent);
+            }
+            spent::record(&sql, proof, now_ms())?;
+        }
         // The shard's join instants never go back: its order is its join order.
         let now = now_ms().max(Self::counters(&sql)?.last_join_ms);
         let finalized = Self::finalize(&sql, input.starts_ms, now)?;
         if let Some(member) = Self::find(&sql, input.shard, &input.user)? {
-            return Ok(member);
+            return Ok(Joined::Member {
+                member,
+                created: false,
+            });
         }
         let counters = Self::counters(&sql)?;
         let seq = counters.seq + 1;
@@ -396,12 +407,15 @@ impl RoomShard {
                 i64::from(pre).into(),
             ],
         )?;
-        Ok(Member {
-            shard: input.shard,
-            rank: rank.and_then(|r| u64::try_from(r).ok()),
-            join_ms: now,
-            pre,
-            admitted_ms: None,
+        Ok(Joined::Member {
+            member: Member {
+                shard: input.shard,
+                rank: rank.and_then(|r| u64::try_from(r).ok()),
+                join_ms: now,
+                pre,
+                admitted_ms: None,
+            },
+            created: true,
         })
     }
 

@@ -133,9 +133,10 @@ pub(crate) async fn refresh_facts(
     }
 }
 
-/// `facts` with the sale's waiting room known ([`SkuFacts::room`]): as cached, or after
-/// fetching the view when no view was folded in yet.
-pub(crate) enum RoomKnown {
+/// `facts` with the sale's waiting room and bot defences known ([`SkuFacts::room`],
+/// [`SkuFacts::defences`]): as cached, or after fetching the view when no view (since they
+/// existed) was folded in yet.
+pub(crate) enum SaleKnown {
     Known(SkuFacts),
     /// The origin has no sale for this SKU.
     Missing,
@@ -143,19 +144,19 @@ pub(crate) enum RoomKnown {
     Failed,
 }
 
-pub(crate) async fn with_room(
+pub(crate) async fn known_sale(
     settings: &Settings,
     base: &str,
     sku: &Sku,
     facts: SkuFacts,
-) -> RoomKnown {
-    if facts.room.is_some() {
-        return RoomKnown::Known(facts);
+) -> SaleKnown {
+    if facts.room.is_some() && facts.defences.is_some() {
+        return SaleKnown::Known(facts);
     }
     match fetch_and_fold(settings, base, sku).await {
-        Fetched::Found { facts, .. } => RoomKnown::Known(facts),
-        Fetched::Missing => RoomKnown::Missing,
-        Fetched::Failed => RoomKnown::Failed,
+        Fetched::Found { facts, .. } => SaleKnown::Known(facts),
+        Fetched::Missing => SaleKnown::Missing,
+        Fetched::Failed => SaleKnown::Failed,
     }
 }
 

@@ -1,7 +1,7 @@
 //! `UserGate`: one SQLite-backed Durable Object per shopper (named by the user id), holding that
 //! user's GCRA state (the purchase bucket, and the `order` bucket of `crate::orders`), idempotency
-//! records, units bought per SKU (with when the origin last confirmed the count) and the orders
-//! whose cancellation gave units back. A purchase attempt is one call, `purchase`: the object
+//! records, units bought per SKU (with when the origin last confirmed the count), the orders
+//! whose cancellation gave units back and the proofs of work its purchases spent (`super::spent`). A purchase attempt is one call, `purchase`: the object
 //! runs `begin` (read, decide with [`crate::gate`], write — no `.await` in between, so it is
 //! atomic for the user: the rate limit is exact and the key is claimed in flight before anything
 //! else can run), then, for a claimed attempt, sends the worker's signed call to the origin with
@@ -36,6 +36,7 @@ use crate::protocol::{
 
 use super::http::now_ms;
 use super::origin;
+use super::spent;
 
 /// The binding name of the namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "USER_GATE";
@@ -224,6 +225,7 @@ impl UserGate {
         let sql = self.state.storage().sql();
         if !self.schema_ready.get() {
             sql.exec(SCHEMA, None)?;
+            sql.exec(spent::SCHEMA, None)?;
             self.schema_ready.set(true);
         }
         Ok(sql)
@@ -341,6 +343,10 @@ impl UserGate {
                 vec![input.sku.as_str().into()],
             )?
             .map(|r| r.counted_ms),
+            proof_spent: match &input.proof {
+                Some(proof) => spent::is_spent(&sql, proof)?,
+                None => false,
+            },
         };
         sql.exec(
             "INSERT INTO counters (name, value) VALUES ('attempt', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
@@ -430,6 +436,9 @@ impl UserGate {
     }
 
     fn apply(sql: &SqlStorage, key: &str, sku: &str, effects: Effects) -> worker::Result<()> {
+        if let Some(proof) = &effects.spend {
+            spent::record(sql, proof, now_ms())?;
+        }
         if let Some(tat) = effects.new_tat_us {
             sql.exec(
                 "INSERT INTO gcra (id, tat_us) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET tat_us = excluded.tat_us",

@@ -1,0 +1,141 @@
+//! Proof of work at the edge, in the ALTCHA format (docs/bot-defence.md). Where a SKU's view
+//! carries `proof_of_work`, joining its waiting room — or, without a room, a purchase — needs a
+//! solved challenge in `Flashgate-Proof`: every account of a farm then pays CPU per attempt, and
+//! pays the most at the peak ([`difficulty`]).
+//!
+//! On the request path: `GET /v1/challenge?sku=…` issues a challenge ([`issue`]) bound to the SKU,
+//! the shopper and the purpose ([`salt`]), signed with `POW_SECRETS`; the join or the purchase
+//! then [`check`]s the solution in the worker (format, signature, expiry, binding: no I/O), and
+//! the object that serializes the shopper's requests spends it once — the shopper's `UserGate`
+//! for a purchase (`crate::gate`), the shopper's room shard for a join — so a replay at any
+//! location is refused without a global (hot) object. A proof is never forwarded to the origin,
+//! and its refusals (`428 proof_required`, `403 proof_rejected`) are never stored with an
+//! Idempotency-Key ([`answer`]).
+
+pub mod altcha;
+pub mod answer;
+pub mod difficulty;
+pub mod salt;
+
+use serde::{Deserialize, Serialize};
+use shared::SecretRing;
+
+pub use altcha::{Challenge, Solution};
+pub use salt::{Binding, Purpose};
+
+/// The request header that carries a solution (base64 of the widget's JSON payload).
+pub const PROOF_HEADER: &str = "flashgate-proof";
+/// Where challenges are issued.
+pub const CHALLENGE_PATH: &str = "/v1/challenge";
+
+/// What a proof must be good for: this SKU, this shopper, this purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected<'a> {
+    pub sku: &'a str,
+    pub user: &'a str,
+    pub purpose: Purpose,
+}
+
+/// A verified proof, to be spent once: its id (the challenge's hash, unique per salt) and when it
+/// expires (after which the spent record may be forgotten: the proof no longer verifies).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Spend {
+    pub id: String,
+    pub expires_ms: i64,
+}
+
+/// Why a proof is refused: `Missing` is `428 proof_required`, everything else `403
+/// proof_rejected` (the `Display` is the problem's detail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProofError {
+    #[error("no Flashgate-Proof header")]
+    Missing,
+    #[error("the proof is malformed")]
+    Malformed,
+    #[error("the proof does not verify")]
+    Forged,
+    #[error("the proof has expired")]
+    Expired,
+    #[error("the proof was made for another SKU")]
+    OtherSku,
+    #[error("the proof was made for another shopper")]
+    OtherShopper,
+    #[error("the proof was made for another purpose")]
+    OtherPurpose,
+    #[error("the proof was used before")]
+    Spent,
+}
+
+/// Random bytes a challenge needs: 12 for the salt, 8 for the secret number. The caller draws
+/// them from a CSPRNG: a predictable number would be no work at all.
+pub type Entropy = [u8; 20];
+
+/// A challenge of `bits` bits for `expected`, valid until `now_s + ttl_s`, signed with the current
+/// key of `ring`.
+pub fn issue(
+    ring: &SecretRing,
+    expected: Expected<'_>,
+    bits: u8,
+    now_s: i64,
+    ttl_s: u32,
+    entropy: Entropy,
+) -> Challenge {
+    let (kid, key) = ring.current();
+    let binding = Binding {
+        expires_s: now_s.saturating_add(i64::from(ttl_s)),
+        kid: kid.clone(),
+        purpose: expected.purpose,
+        sku: expected.sku.to_owned(),
+        user: expected.user.to_owned(),
+    };
+    let (salt_bytes, number_bytes) = entropy.split_at(12);
+    let maxnumber = difficulty::max_number(bits);
+    let mut draw = [0u8; 8];
+    draw.copy_from_slice(number_bytes);
+    // 1..=maxnumber, as ALTCHA draws it (maxnumber is a power of two: no modulo bias).
+    let number = 1 + u64::from_le_bytes(draw) % maxnumber;
+    altcha::make(key, binding.salt(&hex::encode(salt_bytes)), number, maxnumber)
+}
+
+/// Verifies the `Flashgate-Proof` value `header` for `expected` at `now_ms`, without I/O: the
+/// format, the hash, the signature (under the key its salt names), the expiry and the binding.
+/// Whether it was spent before is the serializing object's to say.
+pub fn check(
+    ring: &SecretRing,
+    header: Option<&str>,
+    expected: Expected<'_>,
+    now_ms: i64,
+) -> Result<Spend, ProofError> {
+    let solution = Solution::decode(header.ok_or(ProofError::Missing)?)
+        .ok_or(ProofError::Malformed)?;
+    if solution.algorithm != altcha::ALGORITHM {
+        return Err(ProofError::Malformed);
+    }
+    let binding = Binding::parse(&solution.salt).ok_or(ProofError::Malformed)?;
+    let key = ring.get(&binding.kid).ok_or(ProofError::Forged)?;
+    if altcha::challenge_hex(&solution.salt, solution.number) != solution.challenge
+        || !altcha::signature_verifies(key, &solution.challenge, &solution.signature)
+    {
+        return Err(ProofError::Forged);
+    }
+    let expires_ms = binding.expires_s.saturating_mul(1_000);
+    if expires_ms < now_ms {
+        return Err(ProofError::Expired);
+    }
+    if binding.sku != expected.sku {
+        return Err(ProofError::OtherSku);
+    }
+    if binding.user != expected.user {
+        return Err(ProofError::OtherShopper);
+    }
+    if binding.purpose != expected.purpose {
+        return Err(ProofError::OtherPurpose);
+    }
+    Ok(Spend {
+        id: solution.challenge,
+        expires_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,52 @@
+//! The spent proofs of work of the objects that serialize a shopper's requests — their
+//! `UserGate` (purchases) and their room shard (joins) — in each object's own SQLite: a proof is
+//! bound to its shopper, so its every use meets that shopper's object, at any location, and no
+//! object of its own is needed (the spent set is sharded with the shoppers). A record is kept
+//! until its proof expires; after that the proof no longer verifies anyway.
+
+use serde::Deserialize;
+use worker::{SqlStorage, SqlStorageValue};
+
+use crate::proof::Spend;
+
+/// The table, created with each object's schema.
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS spent_proofs (
+    id TEXT PRIMARY KEY,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS spent_proofs_by_expiry ON spent_proofs (expires_ms);
+";
+
+#[derive(Deserialize)]
+struct Seen {
+    #[allow(dead_code)]
+    expires_ms: i64,
+}
+
+/// Whether `spend` was recorded before.
+pub(crate) fn is_spent(sql: &SqlStorage, spend: &Spend) -> worker::Result<bool> {
+    Ok(!sql
+        .exec(
+            "SELECT expires_ms FROM spent_proofs WHERE id = ?",
+            vec![spend.id.as_str().into()],
+        )?
+        .to_array::<Seen>()?
+        .is_empty())
+}
+
+/// Records `spend`, and forgets the records whose proofs expired before `now_ms`.
+pub(crate) fn record(sql: &SqlStorage, spend: &Spend, now_ms: i64) -> worker::Result<()> {
+    sql.exec(
+        "DELETE FROM spent_proofs WHERE expires_ms < ?",
+        vec![SqlStorageValue::try_from_i64(now_ms)?],
+    )?;
+    sql.exec(
+        "INSERT OR IGNORE INTO spent_proofs (id, expires_ms) VALUES (?, ?)",
+        vec![
+            spend.id.as_str().into(),
+            SqlStorageValue::try_from_i64(spend.expires_ms)?,
+        ],
+    )?;
+    Ok(())
+}
