@@ -27,6 +27,8 @@ use utoipa::OpenApi;
         shared::SkuView,
         shared::SkuUpsert,
         shared::WaitingRoom,
+        shared::ProofOfWork,
+        shared::NetworkLimits,
         shared::Problem,
         shared::ErrorCode,
         shared::OrderView,

@@ -445,6 +445,8 @@ async fn put_sku(
                 ends_at: None,
                 paused: false,
                 waiting_room: None,
+                proof_of_work: None,
+                network_limits: None,
             };
             let body = serde_json::to_string(&view).unwrap_or_default();
             let mut res = (StatusCode::OK, body).into_response();

@@ -1,9 +1,10 @@
 //! `PUT /v1/admin/skus/{sku}`: create or replace a SKU's sale (admin token required). Checks
 //! in order: admin token (before any body byte is read), body size and deadline, SKU, body.
 //!
-//! A body naming only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`) changes the schedule of
-//! an existing SKU and nothing else (404 `unknown_sku` if there is none); any other body is a sale
-//! and starts a new sale generation, keeping the schedule fields it does not name.
+//! A body naming only schedule fields (`starts_at`, `ends_at`, `paused`, `waiting_room`,
+//! `proof_of_work`, `network_limits`) changes the schedule of an existing SKU and nothing else
+//! (404 `unknown_sku` if there is none); any other body is a sale and starts a new sale
+//! generation, keeping the schedule fields it does not name.
 //!
 //! Every sale PUT starts a new sale generation. A restock (an existing SKU, stock > 0) answers only
 //! [`LOCAL_TTL`] after its commit: by then no origin process can still trust what it knew of an
@@ -39,16 +40,23 @@ use crate::{auth, body, store};
 /// too: absent keeps it, `null` disables it. The origin only stores it and shows it in the view;
 /// the edge runs the room (`POST /v1/queue/{sku}`) and refuses purchases without its pass.
 ///
+/// The bot defences are optional in the same way (absent keeps, `null` disables), stored by the
+/// origin, shown in the view and enforced by the edge: `proof_of_work` (`{"min_bits": 1..=30,
+/// "max_bits": min_bits..=30}`: a solved challenge to join the room, or to buy from a sale
+/// without one) and `network_limits` (`{"admissions": 1..=1000000, "units": 1..=1000000,
+/// "window_secs": 1..=86400}`, either bound may be absent or `null` but not both, the window 3600
+/// by default: per network per window, at most `admissions` room joins and `units` units).
+///
 /// A restock (an existing SKU, stock > 0) answers about one second after it is stored: once it
 /// answers, every origin process sells from the new stock.
 #[utoipa::path(
     put, path = "/v1/admin/skus/{sku}", tag = "admin",
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
-    request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`, `waiting_room`), which changes only the schedule of an existing SKU"),
+    request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`, `waiting_room`, `proof_of_work`, `network_limits`), which changes only the schedule of an existing SKU"),
     security(("admin_token" = [])),
     responses(
         (status = 200, body = shared::SkuView),
-        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, `proof_of_work.min_bits` out of 1..=30, `proof_of_work.max_bits` below `min_bits` or above 30, `network_limits.units` (or `.admissions`) out of 1..=1000000, `network_limits.window_secs` out of 1..=86400, `network_limits` with neither bound, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`: a schedule-only body for a SKU with no sale", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`: checked before the body is read, so it comes at once", body = shared::Problem, content_type = "application/problem+json"),
         (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
@@ -75,7 +83,7 @@ pub(crate) async fn put_sku(
             // stock changes; batches read the schedule under the row lock.
             return match store::update_schedule(&app.pool, &sku, &change).await {
                 Ok(Some(view)) => {
-                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, "sku schedule changed");
+                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, proof_of_work = ?view.proof_of_work, network_limits = ?view.network_limits, "sku schedule changed");
                     Ok(Json(view))
                 }
                 Ok(None) => Err(ApiError::new(
@@ -102,7 +110,7 @@ pub(crate) async fn put_sku(
         .knowledge()
         .learn_state(&sku, observed_at, Some(state), &app.pool)
         .await;
-    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, "sku sale replaced");
+    tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, proof_of_work = ?view.proof_of_work, network_limits = ?view.network_limits, "sku sale replaced");
     if generation > 1 && view.stock > 0 {
         // A restock reopens the sale everywhere: wait out every process's knowledge of the
         // earlier generation (see the module docs). A new SKU has no earlier generation.

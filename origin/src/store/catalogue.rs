@@ -3,8 +3,12 @@
 //! (`GET /v1/skus/{sku}`, [`get_sku`]), which carries the schedule. Reached from `routes::admin`
 //! and `routes::skus`.
 //!
-//! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`) is a
-//! schedule field like the others: absent keeps, `null` disables; the edge runs the room.
+//! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`) and the
+//! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`; `network_limits`:
+//! `net_admissions`, `net_units`, `net_window_secs`; migration `bot_defences`) are schedule
+//! fields like the others: absent keeps, `null` disables; the edge runs the room and enforces the
+//! defences, the origin only stores them and shows them in the view. The mapping between the wire
+//! and the columns is in `columns`, which builds the view (one place for every query).
 //!
 //! Schedule fields follow [`shared::Update`]: absent keeps the stored value (so a restock keeps
 //! the schedule), `null` clears it. The merged schedule must have `ends_at` after `starts_at`: the
@@ -12,11 +16,15 @@
 //! changes). A schedule change takes the SKU row lock like a purchase batch, so a batch that locks
 //! the row after the change commits decides with the new schedule — on every origin process.
 
-use chrono::{DateTime, Utc};
-use shared::{ScheduleUpdate, Sku, SkuUpsert, SkuView, Timestamp, Update, WaitingRoom};
+use shared::{ScheduleUpdate, Sku, SkuUpsert, SkuView};
 use sqlx::PgPool;
 
 use super::StoreError;
+
+mod columns;
+
+pub(crate) use columns::timestamp;
+use columns::{ScheduleParams, SkuRow};
 
 /// The check that a SKU's `ends_at` is after its `starts_at` (migration `sale_schedule`).
 const SCHEDULE_ORDER: &str = "skus_schedule_order";
@@ -47,65 +55,6 @@ impl From<sqlx::Error> for CatalogueError {
     }
 }
 
-/// A stored instant as the wire's [`Timestamp`]. Stored instants came from a `Timestamp`, so
-/// they are within its range; anything else (a hand-edited row) reads as no instant.
-pub(crate) fn timestamp(at: Option<DateTime<Utc>>) -> Option<Timestamp> {
-    at.and_then(|at| Timestamp::from_unix_ms(at.timestamp_millis()))
-}
-
-fn instant(at: Timestamp) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(at.unix_ms())
-}
-
-/// An [`Update`] as two query parameters: whether to keep the stored value, and the new one.
-fn update_params(update: Update<Timestamp>) -> (bool, Option<DateTime<Utc>>) {
-    match update {
-        Update::Keep => (true, None),
-        Update::Clear => (false, None),
-        Update::Set(at) => (false, instant(at)),
-    }
-}
-
-/// A [`WaitingRoom`] update as three query parameters: whether to keep the stored setting, and
-/// the new columns (both null: no room).
-fn room_params(update: Update<WaitingRoom>) -> (bool, Option<i32>, Option<i32>) {
-    let column = |n: u32| i32::try_from(n).ok();
-    match update {
-        Update::Keep => (true, None, None),
-        Update::Clear => (false, None, None),
-        Update::Set(room) => (false, column(room.admit_per_minute), column(room.pass_secs)),
-    }
-}
-
-struct SkuRow {
-    sku: String,
-    name: String,
-    price_cents: i64,
-    stock: i64,
-    max_per_user: i32,
-    starts_at: Option<DateTime<Utc>>,
-    ends_at: Option<DateTime<Utc>>,
-    paused: bool,
-    room_admit_per_minute: Option<i32>,
-    room_pass_secs: Option<i32>,
-}
-
-impl From<SkuRow> for SkuView {
-    fn from(r: SkuRow) -> Self {
-        Self {
-            sku: r.sku,
-            name: r.name,
-            price_cents: r.price_cents,
-            stock: r.stock,
-            max_per_user: r.max_per_user,
-            starts_at: timestamp(r.starts_at),
-            ends_at: timestamp(r.ends_at),
-            paused: r.paused,
-            waiting_room: WaitingRoom::from_columns(r.room_admit_per_minute, r.room_pass_secs),
-        }
-    }
-}
-
 /// A SKU's sale as stored by [`upsert_sku`].
 #[derive(Debug, Clone)]
 pub struct UpsertedSku {
@@ -114,21 +63,6 @@ pub struct UpsertedSku {
     pub generation: i64,
     /// The SKU's return epoch (unchanged by a PUT).
     pub returns: i64,
-}
-
-struct UpsertRow {
-    sku: String,
-    name: String,
-    price_cents: i64,
-    stock: i64,
-    max_per_user: i32,
-    starts_at: Option<DateTime<Utc>>,
-    ends_at: Option<DateTime<Utc>>,
-    paused: bool,
-    room_admit_per_minute: Option<i32>,
-    room_pass_secs: Option<i32>,
-    generation: i64,
-    returns: i64,
 }
 
 /// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`. The
@@ -143,9 +77,7 @@ pub async fn upsert_sku(
     let hold_secs = sale
         .hold_secs
         .map_or(0, |h| i32::try_from(h).unwrap_or(i32::MAX));
-    let (keep_starts, starts_at) = update_params(sale.starts_at);
-    let (keep_ends, ends_at) = update_params(sale.ends_at);
-    let (keep_room, room_rate, room_pass) = room_params(sale.waiting_room);
+    let p = ScheduleParams::new(&sale.schedule());
     loop {
         let mut tx = pool.begin().await?;
         let archived = sqlx::query!(
@@ -159,7 +91,7 @@ pub async fn upsert_sku(
         .rows_affected();
         let row = if archived == 1 {
             sqlx::query_as!(
-                UpsertRow,
+                SkuRow,
                 "UPDATE skus SET
                      name = $2, price_cents = $3, initial_stock = $4, stock = $4, max_per_user = $5,
                      hold_secs = $6, units_out = 0, written_off = 0, generation = generation + 1,
@@ -168,49 +100,70 @@ pub async fn upsert_sku(
                      paused = COALESCE($11, paused),
                      room_admit_per_minute = CASE WHEN $12 THEN room_admit_per_minute ELSE $13 END,
                      room_pass_secs = CASE WHEN $12 THEN room_pass_secs ELSE $14 END,
+                     pow_min_bits = CASE WHEN $15 THEN pow_min_bits ELSE $16 END,
+                     pow_max_bits = CASE WHEN $15 THEN pow_max_bits ELSE $17 END,
+                     net_admissions = CASE WHEN $18 THEN net_admissions ELSE $19 END,
+                     net_units = CASE WHEN $18 THEN net_units ELSE $20 END,
+                     net_window_secs = CASE WHEN $18 THEN net_window_secs ELSE $21 END,
                      updated_at = now()
                  WHERE sku = $1
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, generation, returns",
+                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                           net_admissions, net_units, net_window_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
                 sale.stock,
                 sale.max_per_user,
                 hold_secs,
-                keep_starts,
-                starts_at,
-                keep_ends,
-                ends_at,
-                sale.paused,
-                keep_room,
-                room_rate,
-                room_pass,
+                p.keep_starts,
+                p.starts_at,
+                p.keep_ends,
+                p.ends_at,
+                p.paused,
+                p.keep_room,
+                p.room.0,
+                p.room.1,
+                p.keep_pow,
+                p.pow.0,
+                p.pow.1,
+                p.keep_net,
+                p.net.0,
+                p.net.1,
+                p.net.2,
             )
             .fetch_optional(&mut *tx)
             .await?
         } else {
             // A new SKU; another PUT creating it at the same moment makes this one retry as a
-            // replacement. "Keep" is "none" for a new SKU.
+            // replacement. "Keep" is "none" for a new SKU (the keep flags' columns are null).
             sqlx::query_as!(
-                UpsertRow,
+                SkuRow,
                 "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs,
-                                   starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs)
-                 VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11)
+                                   starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs,
+                                   pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs)
+                 VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11,
+                         $12, $13, $14, $15, $16)
                  ON CONFLICT (sku) DO NOTHING
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, generation, returns",
+                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                           net_admissions, net_units, net_window_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
                 sale.stock,
                 sale.max_per_user,
                 hold_secs,
-                starts_at,
-                ends_at,
-                sale.paused,
-                room_rate,
-                room_pass,
+                p.starts_at,
+                p.ends_at,
+                p.paused,
+                p.room.0,
+                p.room.1,
+                p.pow.0,
+                p.pow.1,
+                p.net.0,
+                p.net.1,
+                p.net.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -220,23 +173,11 @@ pub async fn upsert_sku(
             continue;
         };
         tx.commit().await?;
+        let (generation, returns) = (row.generation, row.returns);
         return Ok(UpsertedSku {
-            view: SkuView {
-                sku: row.sku,
-                name: row.name,
-                price_cents: row.price_cents,
-                stock: row.stock,
-                max_per_user: row.max_per_user,
-                starts_at: timestamp(row.starts_at),
-                ends_at: timestamp(row.ends_at),
-                paused: row.paused,
-                waiting_room: WaitingRoom::from_columns(
-                    row.room_admit_per_minute,
-                    row.room_pass_secs,
-                ),
-            },
-            generation: row.generation,
-            returns: row.returns,
+            view: row.into(),
+            generation,
+            returns,
         });
     }
 }
@@ -248,9 +189,7 @@ pub async fn update_schedule(
     sku: &Sku,
     change: &ScheduleUpdate,
 ) -> Result<Option<SkuView>, CatalogueError> {
-    let (keep_starts, starts_at) = update_params(change.starts_at);
-    let (keep_ends, ends_at) = update_params(change.ends_at);
-    let (keep_room, room_rate, room_pass) = room_params(change.waiting_room);
+    let p = ScheduleParams::new(change);
     let row = sqlx::query_as!(
         SkuRow,
         "UPDATE skus SET
@@ -259,19 +198,32 @@ pub async fn update_schedule(
              paused = COALESCE($6, paused),
              room_admit_per_minute = CASE WHEN $7 THEN room_admit_per_minute ELSE $8 END,
              room_pass_secs = CASE WHEN $7 THEN room_pass_secs ELSE $9 END,
+             pow_min_bits = CASE WHEN $10 THEN pow_min_bits ELSE $11 END,
+             pow_max_bits = CASE WHEN $10 THEN pow_max_bits ELSE $12 END,
+             net_admissions = CASE WHEN $13 THEN net_admissions ELSE $14 END,
+             net_units = CASE WHEN $13 THEN net_units ELSE $15 END,
+             net_window_secs = CASE WHEN $13 THEN net_window_secs ELSE $16 END,
              updated_at = now()
          WHERE sku = $1
          RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                   room_admit_per_minute, room_pass_secs",
+                   room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                   net_admissions, net_units, net_window_secs, generation, returns",
         sku.as_str(),
-        keep_starts,
-        starts_at,
-        keep_ends,
-        ends_at,
-        change.paused,
-        keep_room,
-        room_rate,
-        room_pass,
+        p.keep_starts,
+        p.starts_at,
+        p.keep_ends,
+        p.ends_at,
+        p.paused,
+        p.keep_room,
+        p.room.0,
+        p.room.1,
+        p.keep_pow,
+        p.pow.0,
+        p.pow.1,
+        p.keep_net,
+        p.net.0,
+        p.net.1,
+        p.net.2,
     )
     .fetch_optional(pool)
     .await?;
@@ -283,7 +235,8 @@ pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreE
     let row = sqlx::query_as!(
         SkuRow,
         "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                room_admit_per_minute, room_pass_secs
+                room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                net_admissions, net_units, net_window_secs, generation, returns
          FROM skus WHERE sku = $1",
         sku.as_str(),
     )

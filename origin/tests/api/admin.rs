@@ -11,7 +11,8 @@ async fn put_creates_and_get_shows_the_sale(pool: PgPool) {
     assert_eq!(
         body,
         serde_json::json!({"sku":"SHOE-1","name":"Item SHOE-1","price_cents":1999,"stock":10,"max_per_user":2,
-                           "starts_at":null,"ends_at":null,"paused":false,"waiting_room":null})
+                           "starts_at":null,"ends_at":null,"paused":false,"waiting_room":null,
+                           "proof_of_work":null,"network_limits":null})
     );
     let got: serde_json::Value = app.get_sku("SHOE-1").await.json().await.expect("json");
     assert_eq!(got, body);

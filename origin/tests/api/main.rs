@@ -3,6 +3,7 @@
 
 mod admin;
 mod bad_input;
+mod bot_defences;
 mod concurrency;
 mod contention;
 mod faults;
