@@ -56,6 +56,13 @@ fi
 if [[ -z ${SESSION_SECRETS:-} ]]; then
   export SESSION_SECRET=${SESSION_SECRET:-dev-session-secret-change-me}
 fi
+# The edge's optional secrets: the waiting room's and the proof of work's (docs/bot-defence.md).
+if [[ -z ${ROOM_SECRETS:-} ]]; then
+  export ROOM_SECRET=${ROOM_SECRET:-dev-room-secret-change-me}
+fi
+if [[ -z ${POW_SECRETS:-} ]]; then
+  export POW_SECRET=${POW_SECRET:-dev-pow-secret-change-me}
+fi
 export LOG_FORMAT=${LOG_FORMAT:-pretty}
 EDGE_PORT=${EDGE_PORT:-8787}
 DEMO_SKU=${DEMO_SKU:-DEMO-1}

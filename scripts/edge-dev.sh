@@ -4,7 +4,7 @@
 # the origin scripts/dev-up.sh starts). Used by scripts/dev-up.sh; runs in the foreground.
 #
 # Secrets come from the environment when set (SESSION_SECRET(S), EDGE_SHARED_SECRET(S),
-# ADMIN_TOKEN(S) — dev-up.sh exports them), else from .dev.vars (copy .dev.vars.example). When the
+# ADMIN_TOKEN(S), ROOM_SECRET(S), POW_SECRET(S) — dev-up.sh exports them), else from .dev.vars (copy .dev.vars.example). When the
 # environment sets either form of a secret, both forms are passed (the other one empty = unset), so
 # a different form in .dev.vars cannot conflict with it.
 set -euo pipefail
@@ -25,7 +25,8 @@ if [[ -f .dev.vars ]]; then
 fi
 origin_url=${ORIGIN_URL:-http://${LISTEN_ADDR:-127.0.0.1:8080}}
 args+=(--var "ORIGIN_URL:$origin_url")
-for pair in SESSION_SECRETS:SESSION_SECRET EDGE_SHARED_SECRETS:EDGE_SHARED_SECRET ADMIN_TOKENS:ADMIN_TOKEN; do
+for pair in SESSION_SECRETS:SESSION_SECRET EDGE_SHARED_SECRETS:EDGE_SHARED_SECRET ADMIN_TOKENS:ADMIN_TOKEN \
+    ROOM_SECRETS:ROOM_SECRET POW_SECRETS:POW_SECRET; do
     list=${pair%%:*}
     single=${pair##*:}
     if [[ -n ${!list:-} || -n ${!single:-} ]]; then

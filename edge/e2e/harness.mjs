@@ -6,7 +6,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, openSync, readFileSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { createServer as createHttpServer } from "node:http";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,9 @@ export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
 /** The waiting room's secret (passes, receipts, the pre-queue lottery) and its key id. */
 export const ROOM_SECRET = "e2e-room-secret-0123456789";
 export const ROOM_KID = "r1";
+/** The proof-of-work secret (ALTCHA challenges' HMAC key) and its key id. */
+export const POW_SECRET = "e2e-pow-secret-0123456789";
+export const POW_KID = "p1";
 /** Key ids of the suite's session and edge secrets (the rotatable list forms). */
 export const SESSION_KID = "s1";
 export const EDGE_KID = "e1";
@@ -33,6 +36,7 @@ export const SECRETS = {
   EDGE_SHARED_SECRETS: `${EDGE_KID}:${EDGE_SHARED_SECRET}`,
   ADMIN_TOKENS: ADMIN_TOKEN,
   ROOM_SECRETS: `${ROOM_KID}:${ROOM_SECRET}`,
+  POW_SECRETS: `${POW_KID}:${POW_SECRET}`,
 };
 /** The rate limit the suite runs the edge with: 50 per hour, so a burst admits exactly 50. */
 export const RATE_QUOTA = 50;
@@ -149,6 +153,7 @@ export class Stack {
       EDGE_SHARED_SECRET: "",
       ADMIN_TOKEN: "",
       ROOM_SECRET: "",
+      POW_SECRET: "",
       RATE_LIMIT_QUOTA: String(RATE_QUOTA),
       RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
       ORIGIN_TIMEOUT_MS: "3000",
@@ -366,6 +371,34 @@ export class Stack {
   }
 }
 
+/**
+ * A request to `url` sent from the local address `from` (any 127.0.0.0/8 address works on
+ * loopback), so the edge sees it coming from that network: workerd sets `CF-Connecting-IP` from
+ * the connection as Cloudflare does. Answers like `response` (status, headers, text, json).
+ */
+export function requestFrom(from, url, { method = "GET", headers = {}, body } = {}) {
+  return new Promise((ok, fail) => {
+    const req = httpRequest(url, { method, headers, localAddress: from, agent: false }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString();
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        ok({ status: res.statusCode, headers: new Headers(Object.entries(res.headers).map(([k, v]) => [k, String(v)])), text, json });
+      });
+      res.on("error", fail);
+    });
+    req.on("error", fail);
+    if (body !== undefined) req.write(typeof body === "string" ? body : JSON.stringify(body));
+    req.end();
+  });
+}
+
 /** Reads an answer once: its status, headers, text and JSON (when the body is JSON). */
 export async function response(r) {
   const text = await r.text();
@@ -386,6 +419,7 @@ export async function response(r) {
  */
 export async function originProxy(targetUrl) {
   const counts = new Map();
+  const received = new Map();
   const holds = [];
   const srv = createHttpServer(async (req, res) => {
     const chunks = [];
@@ -393,6 +427,8 @@ export async function originProxy(targetUrl) {
     const path = req.url.split("?")[0];
     const name = `${req.method} ${path}`;
     counts.set(name, (counts.get(name) ?? 0) + 1);
+    if (!received.has(name)) received.set(name, []);
+    received.get(name).push({ headers: { ...req.headers } });
     const headers = {};
     for (const [k, v] of Object.entries(req.headers)) {
       if (!["host", "connection", "content-length", "transfer-encoding", "keep-alive"].includes(k)) headers[k] = v;
@@ -425,6 +461,8 @@ export async function originProxy(targetUrl) {
   return {
     url: `http://127.0.0.1:${srv.address().port}`,
     count: (name) => counts.get(name) ?? 0,
+    /** The requests forwarded as `name` ("POST /v1/purchases"), oldest first: { headers }. */
+    requests: (name) => received.get(name) ?? [],
     /** Holds the origin's answer to the next request matching (method, path). */
     hold(matches) {
       const h = { matches, taken: false };

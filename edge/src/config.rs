@@ -352,11 +352,17 @@ mod tests {
             (120, 50)
         );
         let mut pairs = REQUIRED.to_vec();
-        pairs.push(("POW_SECRETS", "p2:pow-secret-0123456789,p1:old-pow-secret-0123"));
+        pairs.push((
+            "POW_SECRETS",
+            "p2:pow-secret-0123456789,p1:old-pow-secret-0123",
+        ));
         pairs.push(("POW_CHALLENGE_TTL_SECS", "60"));
         pairs.push(("POW_PEAK_ARRIVALS_PER_SEC", "400"));
         let s = Settings::from_lookup(lookup(&pairs)).expect("valid");
-        assert_eq!(s.pow_secrets.as_ref().map(|r| r.current().0.as_str()), Some("p2"));
+        assert_eq!(
+            s.pow_secrets.as_ref().map(|r| r.current().0.as_str()),
+            Some("p2")
+        );
         assert_eq!(
             (s.pow_challenge_ttl_secs, s.pow_peak_arrivals_per_sec),
             (60, 400)

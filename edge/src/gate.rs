@@ -689,7 +689,10 @@ mod tests {
             ..req("f")
         };
         let (reply, e) = begin(&policy(), &Snapshot::default(), &r, NOW, 1);
-        assert!(matches!(reply.verdict, Verdict::Proceed { .. }), "{reply:?}");
+        assert!(
+            matches!(reply.verdict, Verdict::Proceed { .. }),
+            "{reply:?}"
+        );
         assert_eq!(e.spend, Some(spend.clone()), "recorded as spent");
         // Spent: refused before the rate limit is charged or the key is looked at.
         let spent = Snapshot {
@@ -699,7 +702,10 @@ mod tests {
         let (reply, e) = begin(&policy(), &spent, &r, NOW, 2);
         assert_eq!(reply.verdict, Verdict::ProofSpent);
         assert_eq!(e, Effects::default(), "nothing changes");
-        assert!(matches!(reply.rate, RateOutcome::Allowed { remaining: 4, .. }));
+        assert!(matches!(
+            reply.rate,
+            RateOutcome::Allowed { remaining: 4, .. }
+        ));
         // An attempt over the rate limit still spends its proof (it was shown).
         let limited = Snapshot {
             tat_us: Some((NOW + 60_000) * 1_000),

@@ -20,22 +20,44 @@ use utoipa::OpenApi;
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
         ("Flashgate-Pass" = Option<String>, Header, description = "Required for a SKU with a waiting room: the `pass` of an admitted `/v1/queue/{sku}` answer, valid for this shopper and SKU until it expires"),
         ("Flashgate-Queue-Receipt" = Option<String>, Header, description = "Optional with a waiting room: the `receipt` of the last queue answer; a refusal then finds the `position` without asking the room's objects"),
+        ("Flashgate-Proof" = Option<String>, Header, description = "Required for a SKU with `proof_of_work` and no waiting room: a solved challenge of `GET /v1/challenge` (base64 of the ALTCHA payload JSON `{algorithm, challenge, number, salt, signature}`), for this SKU, this shopper and `purchase`, unexpired and never used before. Never forwarded to the origin"),
     ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay): the origin's body byte for byte — with `\"status\":\"held\"` and `expires_at` when the SKU has `hold_secs`, else `\"status\":\"confirmed\"`. Carries `RateLimit-Policy` and `RateLimit`", body = shared::PurchaseResponse),
         (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`: missing, malformed, expired or wrongly signed token, or one whose lifetime (`SESSION_MAX_LIFETIME_SECS`), `iss` or `aud` the settings refuse", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded. `not_admitted`: a SKU with a waiting room and no valid `Flashgate-Pass` (missing, forged, expired, another shopper's or SKU's): the problem carries `position` (the place in line, `null` when not in the queue) and `Retry-After`; decided before the rate limit, never forwarded", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`: the `flashgate_session` cookie without `X-Flashgate-CSRF: 1`, or from another site (`Origin`/`Sec-Fetch-Site`); never forwarded. `not_admitted`: a SKU with a waiting room and no valid `Flashgate-Pass` (missing, forged, expired, another shopper's or SKU's): the problem carries `position` (the place in line, `null` when not in the queue) and `Retry-After`; decided before the rate limit, never forwarded. `proof_rejected`: a SKU with `proof_of_work` and a `Flashgate-Proof` that does not verify (malformed, wrong, expired, made for another SKU, shopper or purpose) or was used before; carries `challenge_url`; never stored with the key, never forwarded", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`sold_out`, `purchase_limit` (stored with the key when the origin decided them; the edge's own shield answers are not stored, and a sold-out answer from the edge's cache is only given while an origin view confirmed it less than `SKU_CACHE_TTL_SECS` ago) or `idempotency_in_flight`; `not_started` (with `starts_at` and `Retry-After`: seconds to the start), `sale_paused` (`Retry-After: 5`) or `sale_ended` (with `ends_at`), never stored — answered from the cached schedule without an origin call outside `SCHEDULE_CLOCK_MARGIN_MS` of the start or end, else the origin's", body = shared::Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 428, description = "`proof_required`: a SKU with `proof_of_work` (and no waiting room) without `Flashgate-Proof`; carries `challenge_url` (`/v1/challenge?sku=…`); never stored with the key, never forwarded", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`. `network_limit`: the shopper's network (IPv4 /24, IPv6 /48 of `CF-Connecting-IP`) bought the SKU's `network_limits.units` in its window, or has another purchase in flight here; `Retry-After`, `RateLimit-Policy: \"network\";q=<units>;w=<window_secs>` and `RateLimit: \"network\";r=…;t=…`; never stored with the key", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve: no `POW_SECRETS` for a SKU with `proof_of_work`), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 fn purchase() {}
+
+/// A proof-of-work challenge in the ALTCHA format (the widget's `challengeurl`, any ALTCHA
+/// library's solver), for the sale's join (with a waiting room) or purchase (without), bound to
+/// the SKU and the shopper, valid for `POW_CHALLENGE_TTL_SECS`, as hard as the SKU's arrivals ask
+/// (between its `min_bits` and `max_bits`).
+#[utoipa::path(
+    get, path = "/v1/challenge", tag = "bot defence",
+    params(("sku" = String, Query, description = "1..=64 of [A-Za-z0-9._-]")),
+    security(("shopper_token" = []), ("session_cookie" = [])),
+    responses(
+        (status = 200, description = "The challenge (`Cache-Control: no-store`)", body = crate::proof::Challenge),
+        (status = 400, description = "`invalid_request`: no or a malformed `sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`proof_not_required`: the sale has no `proof_of_work`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`: the origin cannot be asked about an uncached SKU, or the edge has no `POW_SECRETS`", body = shared::Problem, content_type = "application/problem+json"),
+    )
+)]
+fn challenge() {}
 
 /// A SKU's public view, from the data center's cache (`Flashgate-Cache: HIT`/`MISS`).
 #[utoipa::path(
@@ -125,16 +147,21 @@ fn sale_page() {}
 /// stands; when admitted, the answer carries the `pass` purchases need.
 #[utoipa::path(
     post, path = "/v1/queue/{sku}", tag = "waiting room",
-    params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
+    params(
+        ("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]"),
+        ("Flashgate-Proof" = Option<String>, Header, description = "Required for a SKU with `proof_of_work`: a solved challenge of `GET /v1/challenge` for this SKU, this shopper and `join` (see the purchase's `Flashgate-Proof`); spent by this join"),
+    ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
         (status = 200, description = "The place in line (`Cache-Control: private, no-store`, `Retry-After`: when to poll)", body = crate::room::answer::QueueAnswer),
         (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`csrf_rejected`, as for purchases. `proof_rejected`: a SKU with `proof_of_work` and a `Flashgate-Proof` that does not verify or was used before (carries `challenge_url`)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`no_waiting_room`: the sale has none (buy directly)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable`, with `Retry-After`: the room's state cannot be reached (fail closed: nobody is admitted by accident), or the edge has no `ROOM_SECRETS`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 428, description = "`proof_required`: a SKU with `proof_of_work` without `Flashgate-Proof` (carries `challenge_url`)", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`network_limit`: the SKU's `network_limits.admissions` shoppers of this network (IPv4 /24, IPv6 /48) joined in the window (a member joining again is let through); `Retry-After`, `RateLimit-Policy: \"network\";q=…;w=…`, `RateLimit`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`, with `Retry-After`: the room's state cannot be reached (fail closed: nobody is admitted by accident), or the edge has no `ROOM_SECRETS` (or no `POW_SECRETS` for a SKU with `proof_of_work`)", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 fn queue_join() {}
@@ -198,12 +225,15 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, order, order_cancel, sku_view, queue_join, queue_poll, queue_stats, sale_page, warmup, healthz, readyz, openapi_json),
+    paths(purchase, challenge, order, order_cancel, sku_view, queue_join, queue_poll, queue_stats, sale_page, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,
         shared::SkuView,
         shared::WaitingRoom,
+        shared::ProofOfWork,
+        shared::NetworkLimits,
+        crate::proof::Challenge,
         shared::OrderView,
         shared::OrderStatus,
         shared::Problem,
@@ -214,7 +244,7 @@ fn openapi_json() {}
         crate::room::protocol::ObjectStats
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "waiting room"), (name = "sale page"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "catalogue"), (name = "waiting room"), (name = "bot defence"), (name = "sale page"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

@@ -66,7 +66,10 @@ mod tests {
         assert_eq!(r.status, 429);
         assert_eq!(r.code(), Some(ErrorCode::NetworkLimit));
         assert_eq!(r.header("retry-after"), Some("120"));
-        assert_eq!(r.header("ratelimit-policy"), Some(r#""network";q=4;w=3600"#));
+        assert_eq!(
+            r.header("ratelimit-policy"),
+            Some(r#""network";q=4;w=3600"#)
+        );
         assert_eq!(r.header("ratelimit"), Some(r#""network";r=0;t=120"#));
     }
 }

@@ -152,7 +152,13 @@ impl Local {
     pub const MAX_ENTRIES: usize = 50_000;
 
     /// May a request of `n` go on against `bound` at `now_ms`?
-    pub fn admit(&mut self, key: Key, n: u32, bound: Bound, now_ms: i64) -> Result<Ticket, Refusal> {
+    pub fn admit(
+        &mut self,
+        key: Key,
+        n: u32,
+        bound: Bound,
+        now_ms: i64,
+    ) -> Result<Ticket, Refusal> {
         if self.entries.len() >= Self::MAX_ENTRIES && !self.entries.contains_key(&key) {
             self.entries
                 .retain(|_, e| e.in_flight || e.window_end_ms > now_ms);
@@ -239,12 +245,24 @@ mod tests {
     #[test]
     fn the_ledger_counts_in_windows_from_the_first_count() {
         let c = Count::add(None, 2, 60_000, T);
-        assert_eq!(c, Count { window_start_ms: T, total: 2 });
+        assert_eq!(
+            c,
+            Count {
+                window_start_ms: T,
+                total: 2
+            }
+        );
         let c = Count::add(Some(c), 3, 60_000, T + 59_999);
         assert_eq!(c.total, 5);
         assert_eq!(c.window_end_ms(60_000), T + 60_000);
         let c = Count::add(Some(c), 1, 60_000, T + 60_000);
-        assert_eq!(c, Count { window_start_ms: T + 60_000, total: 1 });
+        assert_eq!(
+            c,
+            Count {
+                window_start_ms: T + 60_000,
+                total: 1
+            }
+        );
     }
 
     #[test]
@@ -252,8 +270,13 @@ mod tests {
         let mut local = Local::default();
         let a = local.admit(key("10.0.0.1"), 2, bound(3), T).expect("first");
         // Same /24, while the first is out: busy, try again in a second.
-        let busy = local.admit(key("10.0.0.2"), 1, bound(3), T).expect_err("busy");
-        assert_eq!((busy.busy, busy.retry_after_secs, busy.remaining), (true, 1, 3));
+        let busy = local
+            .admit(key("10.0.0.2"), 1, bound(3), T)
+            .expect_err("busy");
+        assert_eq!(
+            (busy.busy, busy.retry_after_secs, busy.remaining),
+            (true, 1, 3)
+        );
         // Another /24 is not affected.
         assert!(local.admit(key("10.0.1.1"), 1, bound(3), T).is_ok());
         local.settle(
@@ -264,17 +287,34 @@ mod tests {
             }),
         );
         // 2 + 2 > 3: refused until the window ends.
-        let over = local.admit(key("10.0.0.3"), 2, bound(3), T + 1_000).expect_err("over");
-        assert_eq!((over.busy, over.retry_after_secs, over.remaining), (false, 59, 1));
-        let b = local.admit(key("10.0.0.3"), 1, bound(3), T + 1_000).expect("fits");
+        let over = local
+            .admit(key("10.0.0.3"), 2, bound(3), T + 1_000)
+            .expect_err("over");
+        assert_eq!(
+            (over.busy, over.retry_after_secs, over.remaining),
+            (false, 59, 1)
+        );
+        let b = local
+            .admit(key("10.0.0.3"), 1, bound(3), T + 1_000)
+            .expect("fits");
         // A failed purchase counts nothing and frees the network.
         local.settle(&b, Outcome::Nothing);
-        let c = local.admit(key("10.0.0.4"), 1, bound(3), T + 2_000).expect("fits");
+        let c = local
+            .admit(key("10.0.0.4"), 1, bound(3), T + 2_000)
+            .expect("fits");
         // A success the ledger missed is still counted here.
         local.settle(&c, Outcome::Uncounted);
-        assert!(local.admit(key("10.0.0.5"), 1, bound(3), T + 3_000).is_err());
+        assert!(
+            local
+                .admit(key("10.0.0.5"), 1, bound(3), T + 3_000)
+                .is_err()
+        );
         // The next window starts afresh.
-        assert!(local.admit(key("10.0.0.5"), 3, bound(3), T + 60_000).is_ok());
+        assert!(
+            local
+                .admit(key("10.0.0.5"), 3, bound(3), T + 60_000)
+                .is_ok()
+        );
     }
 
     /// A small deterministic generator (no dependency): xorshift.

@@ -19,7 +19,10 @@ impl Network {
     /// of its own, [`Network::unknown`], so such requests are bounded together rather than not
     /// at all.
     pub fn of(connecting_ip: Option<&str>) -> Self {
-        match connecting_ip.map(str::trim).and_then(|ip| ip.parse::<IpAddr>().ok()) {
+        match connecting_ip
+            .map(str::trim)
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+        {
             Some(IpAddr::V4(v4)) => Self::v4(v4),
             Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
                 Some(v4) => Self::v4(v4),
@@ -73,7 +76,13 @@ mod tests {
         ] {
             assert_eq!(Network::of(Some(ip)).as_str(), network, "{ip}");
         }
-        for junk in [None, Some(""), Some("203.0.113"), Some("1.2.3.4, 5.6.7.8"), Some("x")] {
+        for junk in [
+            None,
+            Some(""),
+            Some("203.0.113"),
+            Some("1.2.3.4, 5.6.7.8"),
+            Some("x"),
+        ] {
             assert_eq!(Network::of(junk), Network::unknown(), "{junk:?}");
         }
         assert_ne!(

@@ -28,11 +28,20 @@ pub const MAX_PAYLOAD_LEN: usize = 2_048;
 
 /// A challenge, as `GET /v1/challenge` answers it (the ALTCHA widget's `challengeurl` format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema), schema(as = AltchaChallenge))]
 pub struct Challenge {
+    /// Always `SHA-256`.
+    #[cfg_attr(not(target_arch = "wasm32"), schema(example = "SHA-256"))]
     pub algorithm: String,
+    /// Lower-case hex SHA-256 of `salt` followed by the decimal secret number.
     pub challenge: String,
+    /// The secret number is in 1..=maxnumber (2^bits): a solver tries 0, 1, 2… until the hash
+    /// matches, maxnumber/2 candidates on average.
     pub maxnumber: u64,
+    /// `<random hex>?kid=…&purpose=join|purchase&sku=…&user=…&expires=<unix s>&`: what the
+    /// solution is good for, and until when.
     pub salt: String,
+    /// Lower-case hex HMAC-SHA256 of `challenge` under the edge's `POW_SECRETS` key `kid`.
     pub signature: String,
 }
 

@@ -32,10 +32,7 @@ pub fn refused(sku: &str, error: ProofError) -> Reply {
         ),
         other => (
             ErrorCode::ProofRejected,
-            format!(
-                "{other}; get a fresh challenge from {}",
-                challenge_url(sku)
-            ),
+            format!("{other}; get a fresh challenge from {}", challenge_url(sku)),
         ),
     };
     Reply::from_problem(&Problem::new(code, detail).with_challenge_url(challenge_url(sku)))

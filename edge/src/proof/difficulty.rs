@@ -66,11 +66,13 @@ impl ArrivalMeter {
         f64::from(meter.previous) * (1.0 - into) + f64::from(meter.current)
     }
 
-    /// Counts one arrival at `now_ms`; returns the rate with it.
+    /// Counts one arrival at `now_ms`; returns the rate of the arrivals before it (so a lone
+    /// arrival meets a quiet sale: 0).
     pub fn arrive(&mut self, now_ms: i64) -> f64 {
+        let before = self.rate(now_ms);
         self.roll(now_ms);
         self.current = self.current.saturating_add(1);
-        self.rate(now_ms)
+        before
     }
 }
 
@@ -84,7 +86,7 @@ pub struct Demand {
 impl Demand {
     const MAX_SKUS: usize = 4_096;
 
-    /// Counts an arrival for `sku` at `now_ms`; returns its rate.
+    /// Counts an arrival for `sku` at `now_ms`; returns the rate of the arrivals before it.
     pub fn arrive(&mut self, sku: &str, now_ms: i64) -> f64 {
         if self.meters.len() >= Self::MAX_SKUS && !self.meters.contains_key(sku) {
             let idle = now_ms.div_euclid(1_000) - 2;
@@ -145,13 +147,18 @@ mod tests {
         // Half into the next second, half of the previous second still counts.
         assert!((m.rate(T + 1_500) - 5.0).abs() < 1e-9);
         assert_eq!(m.rate(T + 2_000), 0.0);
-        assert_eq!(m.arrive(T + 5_000), 1.0);
+        assert_eq!(
+            m.arrive(T + 5_000),
+            0.0,
+            "a lone arrival meets a quiet sale"
+        );
+        assert_eq!(m.rate(T + 5_001), 1.0);
         let mut d = Demand::default();
         for i in 0..5 {
             d.arrive("A", T + i);
         }
-        assert_eq!(d.arrive("A", T + 10), 6.0);
-        assert_eq!(d.arrive("B", T + 10), 1.0);
+        assert_eq!(d.arrive("A", T + 10), 5.0);
+        assert_eq!(d.arrive("B", T + 10), 0.0);
     }
 
     #[test]

@@ -94,10 +94,16 @@ pub fn issue(
     draw.copy_from_slice(number_bytes);
     // 1..=maxnumber, as ALTCHA draws it (maxnumber is a power of two: no modulo bias).
     let number = 1 + u64::from_le_bytes(draw) % maxnumber;
-    altcha::make(key, binding.salt(&hex::encode(salt_bytes)), number, maxnumber)
+    altcha::make(
+        key,
+        binding.salt(&hex::encode(salt_bytes)),
+        number,
+        maxnumber,
+    )
 }
 
-/// Verifies the `Flashgate-Proof` value `header` for `expected` at `now_ms`, without I/O: the
+/// Verifies the `Flashgate-Proof` value `header` (absent or blank: `Missing`) for `expected` at
+/// `now_ms`, without I/O: the
 /// format, the hash, the signature (under the key its salt names), the expiry and the binding.
 /// Whether it was spent before is the serializing object's to say.
 pub fn check(
@@ -106,8 +112,10 @@ pub fn check(
     expected: Expected<'_>,
     now_ms: i64,
 ) -> Result<Spend, ProofError> {
-    let solution = Solution::decode(header.ok_or(ProofError::Missing)?)
-        .ok_or(ProofError::Malformed)?;
+    let header = header
+        .filter(|h| !h.trim().is_empty())
+        .ok_or(ProofError::Missing)?;
+    let solution = Solution::decode(header).ok_or(ProofError::Malformed)?;
     if solution.algorithm != altcha::ALGORITHM {
         return Err(ProofError::Malformed);
     }

@@ -88,9 +88,7 @@ impl Binding {
         if salt.len() > MAX_SALT_LEN {
             return None;
         }
-        let salt = salt
-            .strip_suffix('&')
-            .or_else(|| salt.strip_suffix(';'))?;
+        let salt = salt.strip_suffix('&').or_else(|| salt.strip_suffix(';'))?;
         let (_, query) = salt.split_once('?')?;
         let mut expires = None;
         let mut kid = None;
@@ -172,9 +170,6 @@ mod tests {
             assert_eq!(Binding::parse(&bad), None, "{bad}");
         }
         // Unknown parameters are ignored, like ALTCHA's own `extractParams`.
-        assert_eq!(
-            Binding::parse(&format!("{salt}extra=1&")),
-            Some(binding())
-        );
+        assert_eq!(Binding::parse(&format!("{salt}extra=1&")), Some(binding()));
     }
 }

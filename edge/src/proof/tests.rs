@@ -167,10 +167,12 @@ fn a_wrong_number_a_forged_signature_or_a_rewritten_salt_does_not_verify() {
         forge(&|s| s.algorithm = "SHA-1".into()),
         Err(ProofError::Malformed)
     );
-    assert_eq!(
-        check(&ring(), None, alice_purchase(), NOW_MS),
-        Err(ProofError::Missing)
-    );
+    for blank in [None, Some(""), Some("  ")] {
+        assert_eq!(
+            check(&ring(), blank, alice_purchase(), NOW_MS),
+            Err(ProofError::Missing)
+        );
+    }
     assert_eq!(
         check(&ring(), Some("junk"), alice_purchase(), NOW_MS),
         Err(ProofError::Malformed)

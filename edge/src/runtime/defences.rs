@@ -51,9 +51,14 @@ pub(crate) fn proof(
         worker::console_error!("a proof of work is set but POW_SECRETS is not: failing closed");
         return Err(unconfigured());
     };
-    proof::check(ring, header(req, PROOF_HEADER).as_deref(), expected, now_ms())
-        .map(Some)
-        .map_err(|e| proof::answer::refused(expected.sku, e))
+    proof::check(
+        ring,
+        header(req, PROOF_HEADER).as_deref(),
+        expected,
+        now_ms(),
+    )
+    .map(Some)
+    .map_err(|e| proof::answer::refused(expected.sku, e))
 }
 
 /// The network bound of `kind` for a request of `n` of a sale with `defences`: `Ok(None)` when

@@ -13,13 +13,13 @@ use worker::{Context, Env, Request};
 
 use crate::cache_policy;
 use crate::config::Settings;
+use crate::network::Kind;
+use crate::proof::{Expected, ProofError, Purpose, Spend};
 use crate::reply::Reply;
 use crate::room::admission::{RoomConfig, RoomState, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
 use crate::room::pass::{Pass, Receipt};
-use crate::network::Kind;
-use crate::proof::{Expected, ProofError, Purpose, Spend};
 use crate::room::protocol::{Joined, Member, MemberRequest};
 use crate::room::{PASS_HEADER, RECEIPT_HEADER};
 use crate::shield::SkuFacts;
@@ -238,11 +238,14 @@ pub(crate) async fn handle(
                 Ok(proof) => proof,
                 Err(refused) => return refused,
             };
-            let flight =
-                match defences::network(req, &sku, Kind::Admissions, 1, &defences) {
-                    Ok(flight) => flight,
-                    Err(limited) => return limited,
-                };
+            let flight = match defences::network(req, &sku, Kind::Admissions, 1, &defences) {
+                Ok(flight) => flight,
+                // A member joining again is no new admission: let it through uncounted.
+                Err(limited) => match room.member().await {
+                    Ok(Some(_)) => None,
+                    _ => return limited,
+                },
+            };
             match room.join(proof).await {
                 Ok(Joined::ProofSpent) => {
                     return crate::proof::answer::refused(sku.as_str(), ProofError::Spent);

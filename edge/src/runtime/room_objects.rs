@@ -91,7 +91,8 @@ impl<'a> RoomClient<'a> {
 
     pub(crate) async fn join(&self, input: &MemberRequest) -> worker::Result<Joined> {
         let text = call_text(&self.shard(input.shard)?, JOIN_PATH, input.encode()).await?;
-        Joined::decode(&text).ok_or_else(|| Error::RustError("a shard's join does not parse".into()))
+        Joined::decode(&text)
+            .ok_or_else(|| Error::RustError("a shard's join does not parse".into()))
     }
 
     pub(crate) async fn member(&self, input: &MemberRequest) -> worker::Result<Option<Member>> {

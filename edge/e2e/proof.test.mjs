@@ -1,0 +1,227 @@
+// End-to-end: the proof of work (issue 28) — ALTCHA challenges from GET /v1/challenge, solved by
+// ALTCHA's own library (`altcha-lib`'s v1 solver) and verified by it, then spent once by a join
+// or a purchase. The BUILT worker in workerd in front of the REAL origin; "reached the origin" is
+// the origin's own /metrics (`origin_purchase_requests_total`), and what the origin received is
+// read through a pass-through in front of it.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createChallenge, solveChallenge, verifySolution } from "altcha-lib/v1";
+
+import { POW_KID, POW_SECRET, Stack, assertProblem, originProxy, response, tokenFor, unique } from "./harness.mjs";
+
+const stack = new Stack();
+/** The edge in front of a pass-through of the origin, to see what the origin receives. */
+let proxy;
+let seen;
+
+before(async () => {
+  await stack.start();
+  proxy = await originProxy(stack.originUrl);
+  seen = await stack.startEdge({ ORIGIN_URL: proxy.url }, "proxied");
+});
+
+after(async () => {
+  await seen?.stop();
+  await proxy?.close();
+  await stack.stop();
+});
+
+/** A fresh SKU on sale with `extra` fields, warmed at the edge(s). */
+async function sale(extra = {}, { stock = 100, maxPerUser = 5 } = {}) {
+  const sku = unique("POW");
+  await stack.putSkuBody(sku, { name: "Shoe", price_cents: 1999, stock, max_per_user: maxPerUser, ...extra });
+  for (const url of [stack.edgeUrl, seen.url]) {
+    const w = await stack.warmup([sku], undefined, url);
+    assert.equal(w.status, 200, w.text);
+  }
+  return sku;
+}
+
+const POW = { proof_of_work: { min_bits: 4, max_bits: 10 } };
+
+async function challenge(sku, token, edgeUrl = stack.edgeUrl) {
+  return response(
+    await fetch(`${edgeUrl}/v1/challenge?sku=${encodeURIComponent(sku)}`, {
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    }),
+  );
+}
+
+/** Solves a challenge with altcha-lib, as the widget does; the Flashgate-Proof value. */
+async function solve(c) {
+  const solution = await solveChallenge(c.challenge, c.salt, c.algorithm, c.maxnumber).promise;
+  assert.ok(solution, `altcha-lib found no number for ${JSON.stringify(c)}`);
+  return btoa(JSON.stringify({ algorithm: c.algorithm, challenge: c.challenge, number: solution.number, salt: c.salt, signature: c.signature }));
+}
+
+/** A fresh challenge of `sku` for `token`'s shopper, solved. */
+async function proofFor(sku, token, edgeUrl) {
+  const r = await challenge(sku, token, edgeUrl);
+  assert.equal(r.status, 200, r.text);
+  return solve(r.json);
+}
+
+const buy = (sku, token, { key = unique("k"), proof, edgeUrl, headers = {} } = {}) =>
+  stack.purchase({
+    token,
+    key,
+    body: { sku, qty: 1 },
+    edgeUrl,
+    headers: proof === undefined ? headers : { ...headers, "flashgate-proof": proof },
+  });
+
+describe("a sale without proof_of_work", () => {
+  test("buys as before, ignores a stray Flashgate-Proof, and has no challenge", async () => {
+    const sku = await sale();
+    const token = tokenFor(unique("plain"));
+    const r = await buy(sku, token, { proof: "anything" });
+    assert.equal(r.status, 201, r.text);
+    assertProblem(await challenge(sku, token), 409, "proof_not_required");
+  });
+});
+
+describe("GET /v1/challenge", () => {
+  test("answers an ALTCHA challenge bound to the SKU, the shopper and the purpose, never cached", async () => {
+    const sku = await sale(POW);
+    const user = unique("alice");
+    const r = await challenge(sku, tokenFor(user));
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.headers.get("content-type"), /^application\/json/);
+    assert.equal(r.headers.get("cache-control"), "no-store");
+    const c = r.json;
+    assert.deepEqual(Object.keys(c).sort(), ["algorithm", "challenge", "maxnumber", "salt", "signature"]);
+    assert.equal(c.algorithm, "SHA-256");
+    assert.ok(c.maxnumber >= 2 ** 4 && c.maxnumber <= 2 ** 10, r.text);
+    const params = new URLSearchParams(c.salt.split("?")[1]);
+    assert.equal(params.get("sku"), sku);
+    assert.equal(params.get("user"), user);
+    assert.equal(params.get("purpose"), "purchase");
+    assert.equal(params.get("kid"), POW_KID);
+    const expires = Number(params.get("expires"));
+    assert.ok(expires > Date.now() / 1000 && expires <= Date.now() / 1000 + 121, c.salt);
+    assert.ok(c.salt.endsWith("&"), "ALTCHA's delimiter");
+    // Made here, verified by ALTCHA's own library with the secret: the formats agree.
+    assert.equal(await verifySolution(await solve(c), POW_SECRET), true);
+  });
+
+  test("needs a shopper and a known SKU", async () => {
+    const sku = await sale(POW);
+    assertProblem(await challenge(sku, undefined), 401, "unauthenticated");
+    assertProblem(await challenge(sku, "not.a.token"), 401, "unauthenticated");
+    assertProblem(await challenge("bad sku!", tokenFor("u")), 400, "invalid_request");
+    assertProblem(await response(await fetch(`${stack.edgeUrl}/v1/challenge`, { headers: { authorization: `Bearer ${tokenFor("u")}` } })), 400, "invalid_request");
+    assertProblem(await challenge(unique("NOPE"), tokenFor("u")), 404, "unknown_sku");
+    const post = await response(await fetch(`${stack.edgeUrl}/v1/challenge?sku=${sku}`, { method: "POST" }));
+    assertProblem(post, 405, "method_not_allowed");
+  });
+
+  test("grows harder with the SKU's arrivals, from min_bits to max_bits", async () => {
+    const sku = await sale({ proof_of_work: { min_bits: 3, max_bits: 12 } });
+    const token = tokenFor(unique("burst"));
+    const first = await challenge(sku, token);
+    assert.equal(first.json.maxnumber, 2 ** 3, "quiet: min_bits");
+    // 80 arrivals within about a second: past POW_PEAK_ARRIVALS_PER_SEC (50).
+    const burst = await Promise.all(Array.from({ length: 80 }, () => challenge(sku, token)));
+    const hardest = Math.max(...burst.map((r) => r.json.maxnumber));
+    assert.equal(hardest, 2 ** 12, "the peak: max_bits");
+  });
+});
+
+describe("a purchase of a sale with proof_of_work", () => {
+  test("without a proof is 428 proof_required, saying where to get one, and reaches nobody", async () => {
+    const sku = await sale(POW);
+    const token = tokenFor(unique("noproof"));
+    const before = await stack.originPurchaseCalls();
+    const key = unique("k");
+    const r = await buy(sku, token, { key });
+    assertProblem(r, 428, "proof_required");
+    assert.equal(r.json.challenge_url, `/v1/challenge?sku=${sku}`);
+    assert.equal(await stack.originPurchaseCalls(), before, "the origin never heard of it");
+    // Not stored with the key: the same key with a proof buys.
+    const ok = await buy(sku, token, { key, proof: await proofFor(sku, token) });
+    assert.equal(ok.status, 201, ok.text);
+    assert.equal(ok.headers.get("idempotent-replayed"), null);
+  });
+
+  test("with a solved challenge buys once; the proof never reaches the origin and cannot be used again", async () => {
+    const sku = await sale(POW);
+    const token = tokenFor(unique("solver"));
+    const proof = await proofFor(sku, token, seen.url);
+    const before = await stack.originPurchaseCalls();
+    const key = unique("k");
+    const r = { key, ...(await buy(sku, token, { proof, edgeUrl: seen.url, key })) };
+    assert.equal(r.status, 201, r.text);
+    assert.equal(await stack.originPurchaseCalls(), before + 1);
+    const forwarded = proxy.requests("POST /v1/purchases").at(-1);
+    assert.ok(forwarded, "the purchase went through the pass-through");
+    assert.equal(forwarded.headers["flashgate-proof"], undefined, "never forwarded");
+    // A replay of the proof, with another key or with the first one: refused by the shopper's
+    // own Durable Object, before the rate limit or the key is looked at.
+    for (const key of [unique("k"), r.key]) {
+      const again = await buy(sku, token, { proof, edgeUrl: seen.url, key });
+      assertProblem(again, 403, "proof_rejected", "replayed");
+      assert.match(again.json.detail, /used before/);
+      assert.equal(again.json.challenge_url, `/v1/challenge?sku=${sku}`);
+      assert.equal(again.headers.get("idempotent-replayed"), null);
+    }
+    assert.equal(await stack.originPurchaseCalls(), before + 1, "no replay reached the origin");
+  });
+
+  test("another SKU's, another shopper's, a join's or an expired proof is 403 proof_rejected", async () => {
+    const sku = await sale(POW);
+    const other = await sale(POW);
+    const alice = unique("alice");
+    const token = tokenFor(alice);
+    const before = await stack.originPurchaseCalls();
+    assertProblem(await buy(sku, token, { proof: await proofFor(other, token) }), 403, "proof_rejected", "another SKU's");
+    const bob = tokenFor(unique("bob"));
+    assertProblem(await buy(sku, token, { proof: await proofFor(sku, bob) }), 403, "proof_rejected", "another shopper's");
+    // Made by altcha-lib with the edge's secret: expired one second ago, or for a join.
+    const made = async (params, expires) =>
+      solve(await createChallenge({ hmacKey: POW_SECRET, maxnumber: 64, params: { kid: POW_KID, sku, user: alice, ...params }, expires }));
+    const expired = await buy(sku, token, { proof: await made({ purpose: "purchase" }, new Date(Date.now() - 1_000)) });
+    assertProblem(expired, 403, "proof_rejected", "expired");
+    assert.match(expired.json.detail, /expired/);
+    assertProblem(await buy(sku, token, { proof: await made({ purpose: "join" }, new Date(Date.now() + 60_000)) }), 403, "proof_rejected", "a join's");
+    for (const junk of ["", "bm90IGpzb24=", "%%%", btoa(JSON.stringify({ algorithm: "SHA-256" }))]) {
+      assertProblem(await buy(sku, token, { proof: junk }), junk === "" ? 428 : 403, junk === "" ? "proof_required" : "proof_rejected", `junk ${junk}`);
+    }
+    assert.equal(await stack.originPurchaseCalls(), before, "none reached the origin");
+    // And the reverse of the format check: a challenge altcha-lib made with the secret buys.
+    const ok = await buy(sku, token, { proof: await made({ purpose: "purchase" }, new Date(Date.now() + 60_000)) });
+    assert.equal(ok.status, 201, ok.text);
+  });
+});
+
+describe("a sale with a waiting room and proof_of_work", () => {
+  test("joining needs a join proof; the pass then buys without one", async () => {
+    const sku = await sale({ ...POW, waiting_room: { admit_per_minute: 6000, pass_secs: 60 } });
+    const user = unique("queuer");
+    const token = tokenFor(user);
+    const join = (proof) =>
+      fetch(`${stack.edgeUrl}/v1/queue/${sku}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, ...(proof ? { "flashgate-proof": proof } : {}) },
+      }).then(response);
+    const none = await join();
+    assertProblem(none, 428, "proof_required");
+    const c = await challenge(sku, token);
+    assert.equal(new URLSearchParams(c.json.salt.split("?")[1]).get("purpose"), "join");
+    const proof = await solve(c.json);
+    const joined = await join(proof);
+    assert.equal(joined.status, 200, joined.text);
+    assertProblem(await join(proof), 403, "proof_rejected", "a join proof twice");
+    // A poll needs no proof; wait for the pass, then buy with it (no proof asked).
+    let a = joined.json;
+    const started = Date.now();
+    while (!a.admitted) {
+      assert.ok(Date.now() - started < 20_000, JSON.stringify(a));
+      await new Promise((ok) => setTimeout(ok, 200));
+      const poll = await response(await fetch(`${stack.edgeUrl}/v1/queue/${sku}`, { headers: { authorization: `Bearer ${token}`, "flashgate-queue-receipt": a.receipt } }));
+      assert.equal(poll.status, 200, poll.text);
+      a = poll.json;
+    }
+    const r = await buy(sku, token, { headers: { "flashgate-pass": a.pass } });
+    assert.equal(r.status, 201, r.text);
+  });
+});
