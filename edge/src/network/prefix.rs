@@ -38,8 +38,9 @@ impl Network {
     }
 
     fn v6(ip: Ipv6Addr) -> Self {
+        // The first three groups, in hex, without `Ipv6Addr`'s display (a smaller Worker).
         let [a, b, c, ..] = ip.segments();
-        Self(format!("{}/48", Ipv6Addr::new(a, b, c, 0, 0, 0, 0, 0)))
+        Self(format!("{a:x}:{b:x}:{c:x}::/48"))
     }
 
     /// Requests without a readable `CF-Connecting-IP`.
@@ -71,8 +72,8 @@ mod tests {
             ("::ffff:198.51.100.9", "198.51.100.0/24"),
             ("2001:db8:abcd:12::1", "2001:db8:abcd::/48"),
             ("2001:db8:abcd:ffff:ffff::9", "2001:db8:abcd::/48"),
-            ("2001:db8::1", "2001:db8::/48"),
-            ("::1", "::/48"),
+            ("2001:db8::1", "2001:db8:0::/48"),
+            ("::1", "0:0:0::/48"),
         ] {
             assert_eq!(Network::of(Some(ip)).as_str(), network, "{ip}");
         }

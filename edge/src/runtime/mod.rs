@@ -13,6 +13,7 @@
 //!   purchase;
 //! - [`network`]: the instance's knowledge of the networks' counts and the `NetworkLedger` object;
 //! - [`spent`]: the spent proofs of work, in the shopper's gate and room shard;
+//! - [`sql`]: the objects' SQLite rows as plain values;
 //! - [`room_objects`]: the waiting room's shard and coordinator Durable Objects;
 //! - [`user_gate`]: the per-user SQLite-backed Durable Object and its client;
 //! - [`origin`]: HTTP calls to the origin with a deadline;
@@ -31,4 +32,5 @@ mod room_objects;
 mod sku_cache;
 mod skus;
 mod spent;
+mod sql;
 mod user_gate;

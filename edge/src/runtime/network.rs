@@ -17,6 +17,7 @@ use worker::{
 use crate::network::{self, Bound, Count, Counted, Key, Kind, Local, Outcome, Refusal, Ticket};
 
 use super::http::now_ms;
+use super::sql::{int, raw_rows};
 
 /// The binding name of the namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "NETWORK_LEDGER";
@@ -130,17 +131,6 @@ impl std::fmt::Debug for NetworkLedger {
     }
 }
 
-#[derive(Deserialize)]
-struct CountRow {
-    window_start_ms: i64,
-    total: i64,
-}
-
-#[derive(Deserialize)]
-struct EndRow {
-    last_end_ms: Option<i64>,
-}
-
 impl DurableObject for NetworkLedger {
     fn new(state: State, _env: Env) -> Self {
         Self {
@@ -169,12 +159,12 @@ impl DurableObject for NetworkLedger {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let last_end_ms = self
-            .sql()?
-            .exec("SELECT MAX(window_end_ms) AS last_end_ms FROM counts", None)?
-            .one::<EndRow>()?
-            .last_end_ms
-            .unwrap_or(0);
+        let rows = raw_rows(
+            &self.sql()?,
+            "SELECT MAX(window_end_ms) FROM counts",
+            vec![],
+        )?;
+        let last_end_ms = int(rows.first().and_then(|r| r.first())).unwrap_or(0);
         let now = now_ms();
         if last_end_ms <= now {
             self.state.storage().delete_all().await?;
@@ -203,18 +193,18 @@ impl NetworkLedger {
     fn add(&self, input: &AddRequest) -> worker::Result<Counted> {
         let sql = self.sql()?;
         let kind = input.kind.as_str();
-        let stored = sql
-            .exec(
-                "SELECT window_start_ms, total FROM counts WHERE kind = ?",
-                vec![kind.into()],
-            )?
-            .to_array::<CountRow>()?
-            .into_iter()
-            .next()
-            .map(|r| Count {
-                window_start_ms: r.window_start_ms,
-                total: u32::try_from(r.total).unwrap_or(u32::MAX),
-            });
+        let stored = raw_rows(
+            &sql,
+            "SELECT window_start_ms, total FROM counts WHERE kind = ?",
+            vec![kind.into()],
+        )?
+        .first()
+        .and_then(|r| {
+            Some(Count {
+                window_start_ms: int(r.first())?,
+                total: u32::try_from(int(r.get(1))?).unwrap_or(u32::MAX),
+            })
+        });
         let now = now_ms();
         let count = Count::add(stored, input.n, input.window_ms, now);
         let window_end_ms = count.window_end_ms(input.window_ms);

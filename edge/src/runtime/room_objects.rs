@@ -31,6 +31,7 @@ use crate::room::protocol::{
 
 use super::http::now_ms;
 use super::spent;
+use super::sql::{int, raw_rows, text};
 
 pub(crate) const SHARD_BINDING: &str = "ROOM_SHARD";
 pub(crate) const COORDINATOR_BINDING: &str = "ROOM_COORDINATOR";
@@ -181,30 +182,6 @@ struct MemberRow {
 }
 
 const MEMBER_COLUMNS: &str = "seq, join_ms, ticket, pre, rank, admitted_ms, user";
-
-/// Rows as plain values (no serde: a smaller Worker).
-fn raw_rows(
-    sql: &SqlStorage,
-    query: &str,
-    bindings: Vec<SqlStorageValue>,
-) -> worker::Result<Vec<Vec<SqlStorageValue>>> {
-    sql.exec(query, bindings)?.raw().collect()
-}
-
-fn int(v: Option<&SqlStorageValue>) -> Option<i64> {
-    match v {
-        Some(SqlStorageValue::Integer(n)) => Some(*n),
-        Some(SqlStorageValue::Float(f)) => Some(*f as i64),
-        _ => None,
-    }
-}
-
-fn text(v: Option<&SqlStorageValue>) -> String {
-    match v {
-        Some(SqlStorageValue::String(s)) => s.clone(),
-        _ => String::new(),
-    }
-}
 
 impl MemberRow {
     fn from_values(v: &[SqlStorageValue]) -> Self {

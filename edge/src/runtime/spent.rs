@@ -4,9 +4,9 @@
 //! object of its own is needed (the spent set is sharded with the shoppers). A record is kept
 //! until its proof expires; after that the proof no longer verifies anyway.
 
-use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue};
 
+use super::sql::raw_rows;
 use crate::proof::Spend;
 
 /// The table, created with each object's schema.
@@ -18,21 +18,14 @@ CREATE TABLE IF NOT EXISTS spent_proofs (
 CREATE INDEX IF NOT EXISTS spent_proofs_by_expiry ON spent_proofs (expires_ms);
 ";
 
-#[derive(Deserialize)]
-struct Seen {
-    #[allow(dead_code)]
-    expires_ms: i64,
-}
-
 /// Whether `spend` was recorded before.
 pub(crate) fn is_spent(sql: &SqlStorage, spend: &Spend) -> worker::Result<bool> {
-    Ok(!sql
-        .exec(
-            "SELECT expires_ms FROM spent_proofs WHERE id = ?",
-            vec![spend.id.as_str().into()],
-        )?
-        .to_array::<Seen>()?
-        .is_empty())
+    Ok(!raw_rows(
+        sql,
+        "SELECT 1 FROM spent_proofs WHERE id = ?",
+        vec![spend.id.as_str().into()],
+    )?
+    .is_empty())
 }
 
 /// Records `spend`, and forgets the records whose proofs expired before `now_ms`.
