@@ -93,3 +93,39 @@ async fn bad_room_values_are_400_naming_the_field_and_change_nothing(pool: PgPoo
         assert_eq!(app.view("B1").await, before, "{body} changed the sale");
     }
 }
+
+/// Migration `waiting_room_pairs`: the check refuses a row with one of the room's two columns set
+/// and the other null (the first check let it through: its expression was NULL). Fails on the
+/// migrations before it.
+#[sqlx::test(migrations = "./migrations")]
+async fn the_database_refuses_half_a_waiting_room(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    assert_eq!(app.put_json("HALF", sale(5, json!({}))).await.status(), 200);
+    for set in [
+        "room_admit_per_minute = 60, room_pass_secs = NULL",
+        "room_admit_per_minute = NULL, room_pass_secs = 60",
+        "room_admit_per_minute = 0, room_pass_secs = 60",
+        "room_admit_per_minute = 60, room_pass_secs = 86401",
+    ] {
+        let e = sqlx::query(&format!("UPDATE skus SET {set} WHERE sku = 'HALF'"))
+            .execute(&pool)
+            .await
+            .expect_err(set);
+        let db = e.as_database_error().expect("a database error");
+        assert_eq!(
+            (db.code().as_deref(), db.constraint()),
+            (Some("23514"), Some("skus_waiting_room")),
+            "{set}"
+        );
+    }
+    sqlx::query(
+        "UPDATE skus SET room_admit_per_minute = 60, room_pass_secs = 30 WHERE sku = 'HALF'",
+    )
+    .execute(&pool)
+    .await
+    .expect("a whole room");
+    assert_eq!(
+        app.view("HALF").await["waiting_room"],
+        json!({"admit_per_minute": 60, "pass_secs": 30})
+    );
+}
