@@ -103,6 +103,35 @@ describe("network_limits.units", () => {
   });
 });
 
+describe("network_limits with a waiting room", () => {
+  test("the units bound holds for purchases with a pass too", async () => {
+    const stock = 20;
+    const sku = await sale({ waiting_room: { admit_per_minute: 6000, pass_secs: 60 }, network_limits: { units: 1 } }, { stock });
+    const headers = (token, extra = {}) => ({ authorization: `Bearer ${token}`, ...extra });
+    /** Joins from `from`, polls until admitted; the pass. */
+    const admitted = async (from, token) => {
+      const joined = await requestFrom(from, `${stack.edgeUrl}/v1/queue/${sku}`, { method: "POST", headers: headers(token) });
+      assert.equal(joined.status, 200, joined.text);
+      let a = joined.json;
+      const started = Date.now();
+      while (!a.admitted) {
+        assert.ok(Date.now() - started < 20_000, JSON.stringify(a));
+        await new Promise((ok) => setTimeout(ok, 200));
+        const poll = await requestFrom(from, `${stack.edgeUrl}/v1/queue/${sku}`, { headers: headers(token, { "flashgate-queue-receipt": a.receipt }) });
+        assert.equal(poll.status, 200, poll.text);
+        a = poll.json;
+      }
+      return a.pass;
+    };
+    const [a, b] = [tokenFor(unique("a")), tokenFor(unique("b"))];
+    const [passA, passB] = await Promise.all([admitted("127.25.1.2", a), admitted("127.25.1.3", b)]);
+    const first = await buyFrom("127.25.1.2", sku, { token: a, headers: { "flashgate-pass": passA } });
+    assert.equal(first.status, 201, first.text);
+    assertProblem(await buyFrom("127.25.1.3", sku, { token: b, headers: { "flashgate-pass": passB } }), 429, "network_limit");
+    assert.equal(await sold(sku, stock), 1);
+  });
+});
+
 describe("network_limits.admissions", () => {
   test("at most N shoppers of a /24 join the waiting room; a member's re-join is free", async () => {
     const sku = await sale({ waiting_room: { admit_per_minute: 600, pass_secs: 60 }, network_limits: { admissions: 2 } });

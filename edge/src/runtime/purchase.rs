@@ -119,21 +119,23 @@ pub(crate) async fn handle(
             return schedule::reply(closed);
         }
     }
-    // The bot defences of a sale without a room (with one, the join paid and the pass admits):
-    // the proof, then the network's bound, before the user's Durable Object.
+    // The bot defences, before the user's Durable Object: the proof of a sale without a room
+    // (with one, the join paid and the pass admits), then the network's bound on units.
     let sku = purchase.request.sku.as_str();
-    let defences = match facts.room {
-        Some(room) if room.waiting_room.is_some() => crate::shield::Defences::default(),
-        _ => facts.defences.unwrap_or_default(),
-    };
-    let expected = Expected {
-        sku,
-        user: purchase.user.as_str(),
-        purpose: Purpose::Purchase,
-    };
-    let proof = match defences::proof(req, settings, expected, &defences) {
-        Ok(proof) => proof,
-        Err(refused) => return refused,
+    let defences = facts.defences.unwrap_or_default();
+    let with_room = facts.room.is_some_and(|room| room.waiting_room.is_some());
+    let proof = if with_room {
+        None
+    } else {
+        let expected = Expected {
+            sku,
+            user: purchase.user.as_str(),
+            purpose: Purpose::Purchase,
+        };
+        match defences::proof(req, settings, expected, &defences) {
+            Ok(proof) => proof,
+            Err(refused) => return refused,
+        }
     };
     let flight = match defences::network(
         req,
