@@ -4,7 +4,8 @@
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
 //! - [`orders`]: order states, the order view and the refund body.
-//! - [`schedule`]: a sale's schedule (`Timestamp`, `Schedule`) and whether it is open at `now`.
+//! - [`timestamp`]: an RFC 3339 instant (`Timestamp`), parsed once, kept as unix milliseconds.
+//! - [`schedule`]: a sale's schedule (`Schedule`) and whether it is open at `now`.
 //! - [`room`]: a sale's waiting room setting (`WaitingRoom`).
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
 //! - [`signing`]: the `Flashgate-Signature` HMAC schemes (v1, v2) the edge signs with and the
@@ -24,6 +25,7 @@ pub mod room;
 pub mod schedule;
 pub mod secrets;
 pub mod signing;
+pub mod timestamp;
 pub mod wire;
 
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
