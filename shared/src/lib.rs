@@ -3,7 +3,8 @@
 //! - [`domain`]: newtypes that parse once at the boundary (`Sku`, `UserId`, `Quantity`,
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
-//! - [`orders`]: order states, the order view and the refund body.
+//! - [`order_status`]: the states of an order and their rules (`OrderStatus`).
+//! - [`orders`]: the order view and the refund body.
 //! - [`timestamp`]: an RFC 3339 instant (`Timestamp`), parsed once, kept as unix milliseconds.
 //! - [`schedule`]: a sale's schedule (`Schedule`) and whether it is open at `now`.
 //! - [`room`]: a sale's waiting room setting (`WaitingRoom`).
@@ -19,6 +20,7 @@
 
 pub mod domain;
 pub mod headers;
+pub mod order_status;
 pub mod orders;
 pub mod problem;
 pub mod room;
