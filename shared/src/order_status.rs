@@ -1,6 +1,6 @@
-//! The states an order goes through ([`OrderStatus`]) and their rules: the transitions, which
-//! states hold units, and the names they are stored and sent under. Carried by the order view
-//! (`crate::orders`) and the purchase answer (`crate::wire`).
+//! The states an order goes through ([`OrderStatus`]): which of them hold units, and the names
+//! they are stored and sent under (the origin decides the moves between them). Carried by the
+//! order view (`crate::orders`) and the purchase answer (`crate::wire`).
 
 use serde::{Deserialize, Serialize};
 
