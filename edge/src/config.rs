@@ -9,7 +9,6 @@ use shared::{BearerTokens, SecretRing, SecretsError};
 
 use crate::gcra::Policy;
 use crate::jwt::TokenRules;
-use crate::protocol::RateSettings;
 
 /// Everything the edge is configured with.
 #[derive(Debug, Clone)]
@@ -99,6 +98,15 @@ pub const MAX_CLAIM_SETTING_LEN: usize = 256;
 
 /// The rate-limit policy's name in the `RateLimit` fields.
 pub const RATE_LIMIT_POLICY_NAME: &str = "purchase";
+
+/// A rate-limit policy as configured on the worker ([`Settings::rate_settings`]), in the form the
+/// Durable Object's calls carry it (`crate::protocol`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RateSettings {
+    pub name: String,
+    pub quota: u32,
+    pub window_secs: u32,
+}
 
 impl Settings {
     /// Reads the settings through `get` (vars and secrets by name; `None` when unset).

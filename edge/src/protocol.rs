@@ -21,12 +21,7 @@ pub const LIMIT_PATH: &str = "/limit";
 pub const RETURNED_PATH: &str = "/returned";
 
 /// The rate-limit policy, as configured on the worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RateSettings {
-    pub name: String,
-    pub quota: u32,
-    pub window_secs: u32,
-}
+pub use crate::config::RateSettings;
 
 /// `begin`: may this attempt go to the origin?
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,8 +3,10 @@
 //! - [`domain`]: newtypes that parse once at the boundary (`Sku`, `UserId`, `Quantity`,
 //!   `IdempotencyKey`); holding one means it is valid.
 //! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
-//! - [`orders`]: order states, the order view and the refund body.
-//! - [`schedule`]: a sale's schedule (`Timestamp`, `Schedule`) and whether it is open at `now`.
+//! - [`order_status`]: the states of an order and their rules (`OrderStatus`).
+//! - [`orders`]: the order view and the refund body.
+//! - [`timestamp`]: an RFC 3339 instant (`Timestamp`), parsed once, kept as unix milliseconds.
+//! - [`schedule`]: a sale's schedule (`Schedule`) and whether it is open at `now`.
 //! - [`room`]: a sale's waiting room setting (`WaitingRoom`).
 //! - [`defence`]: a sale's bot defences (`ProofOfWork`, `NetworkLimits`).
 //! - [`problem`]: the stable error `code`s and the RFC 9457 `application/problem+json` body.
@@ -20,12 +22,14 @@
 pub mod defence;
 pub mod domain;
 pub mod headers;
+pub mod order_status;
 pub mod orders;
 pub mod problem;
 pub mod room;
 pub mod schedule;
 pub mod secrets;
 pub mod signing;
+pub mod timestamp;
 pub mod wire;
 
 pub use defence::{NetworkLimits, ProofOfWork};

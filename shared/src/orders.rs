@@ -1,75 +1,13 @@
-//! Orders on the wire: the states an order goes through, its view (`GET /v1/orders/{order_id}`
-//! and the answer of every order action) and the refund request body.
+//! Orders on the wire: an order's view (`GET /v1/orders/{order_id}` and the answer of every order
+//! action), with the states it goes through ([`OrderStatus`], `crate::order_status`), and the
+//! refund request body.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The states of an order (`crate::order_status`), where they have always been named.
+pub use crate::order_status::OrderStatus;
 use crate::wire::BodyError;
-
-/// The state of an order. `held` → `paid` | `expired` | `cancelled`; `confirmed` → `cancelled`
-/// | `refunded`; `paid` → `refunded`; a payment that arrives after its hold expired makes an
-/// `expired` order `paid` again when a unit can still be taken, else `refund_due`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum OrderStatus {
-    /// Units held until `expires_at`, waiting for the payment.
-    Held,
-    /// Bought on a SKU without holds.
-    Confirmed,
-    /// A hold that was paid.
-    Paid,
-    /// A hold not paid by `expires_at`: its units went back on sale.
-    Expired,
-    /// Cancelled: its units went back on sale.
-    Cancelled,
-    /// Refunded (its units back on sale or not, as the refund asked).
-    Refunded,
-    /// Paid after its hold expired, when no unit could be taken any more: the payment must be
-    /// refunded.
-    RefundDue,
-}
-
-impl OrderStatus {
-    pub const ALL: [Self; 7] = [
-        Self::Held,
-        Self::Confirmed,
-        Self::Paid,
-        Self::Expired,
-        Self::Cancelled,
-        Self::Refunded,
-        Self::RefundDue,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Held => "held",
-            Self::Confirmed => "confirmed",
-            Self::Paid => "paid",
-            Self::Expired => "expired",
-            Self::Cancelled => "cancelled",
-            Self::Refunded => "refunded",
-            Self::RefundDue => "refund_due",
-        }
-    }
-
-    /// The state named `s` (as stored and sent), if any.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
-    /// Whether the order's units count as taken: on the books as `units_out`, and toward the
-    /// user's `max_per_user`.
-    pub const fn holds_units(self) -> bool {
-        matches!(self, Self::Held | Self::Confirmed | Self::Paid)
-    }
-}
-
-impl std::fmt::Display for OrderStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// An order as `GET /v1/orders/{order_id}` and the order actions answer it. Times are RFC 3339
 /// UTC.
@@ -117,18 +55,6 @@ impl RefundRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn states_round_trip_by_name() {
-        for s in OrderStatus::ALL {
-            assert_eq!(OrderStatus::parse(s.as_str()), Some(s));
-            assert_eq!(
-                serde_json::to_value(s).expect("ser"),
-                serde_json::Value::from(s.as_str())
-            );
-        }
-        assert_eq!(OrderStatus::parse("shipped"), None);
-    }
 
     #[test]
     fn refund_body_needs_a_boolean_restock() {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::schedule::Timestamp;
+use crate::timestamp::Timestamp;
 
 /// A stable, machine-readable error code. The string form ([`ErrorCode::as_str`]) is the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! A verified Stripe event body, parsed once into what the origin acts on: the event id (the
 //! unit of at-most-once), its type, the order it names and what it asks for ([`Intent`]). Pure;
-//! runs after [`super::signature`] has accepted the delivery.
+//! runs after [`super::signature`] has accepted the delivery, and reads the body in one pass
+//! through `members` (only the members it acts on).
 //!
 //! Event shape (Stripe's `Event` object): `{"id":"evt_…","type":"…","data":{"object":{…}}}`.
 //! The order id is in `data.object.metadata.order_id` — the shop puts it in the metadata of the
@@ -16,13 +17,11 @@
 //! | `charge.refunded` with `refunded: false` (a partial refund) | ignored |
 //! | anything else | ignored |
 
-use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
+mod members;
 
-use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use uuid::Uuid;
+
+use members::{EventMembers, Object, Scalar};
 
 /// Longest accepted event id (Stripe's are ~30 characters).
 pub const MAX_EVENT_ID_LEN: usize = 255;
@@ -155,7 +154,7 @@ pub enum EventError {
 /// Only what the origin acts on is read — `id`, `type`, `data.object.metadata.order_id`,
 /// `data.object.payment_status` and `data.object.refunded` — borrowed from the body where it
 /// has no escapes; every other member (a Stripe event is mostly other members) is skipped
-/// without being built ([`IgnoredAny`]). The answers are those of reading the whole body as a
+/// without being built (`members`). The answers are those of reading the whole body as a
 /// JSON value: a member of the wrong type reads as absent, a repeated member's last value
 /// counts, and a body that is not one JSON object (or has trailing bytes) is refused.
 pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
@@ -221,217 +220,6 @@ pub fn parse(body: &[u8]) -> Result<PaymentEvent, EventError> {
         order,
         intent,
     })
-}
-
-/// A JSON value of which only strings and booleans matter; anything else is skipped unbuilt.
-/// A string without escapes is borrowed from the body.
-#[derive(Debug, Default)]
-enum Scalar<'de> {
-    Str(Cow<'de, str>),
-    Bool(bool),
-    /// A number, `null`, an array, an object — or the member is absent.
-    #[default]
-    Other,
-}
-
-impl Scalar<'_> {
-    fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Scalar<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
-    }
-}
-
-struct ScalarVisitor;
-
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Scalar::Str(Cow::Borrowed(v)))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Scalar::Str(Cow::Owned(v)))
-    }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Scalar::Bool(v))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Scalar::Other)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Scalar::Other)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Scalar::Other)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Scalar::Other)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Other)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Other)
-    }
-}
-
-/// The members of a JSON object that one level of the event needs.
-trait Members<'de>: Default {
-    /// Reads the value of member `key` (or skips it).
-    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
-}
-
-/// A JSON value that matters only when it is an object: `Some` of its members, else `None`
-/// (skipped unbuilt).
-struct Object<T>(Option<T>);
-
-impl<T> Default for Object<T> {
-    fn default() -> Self {
-        Self(None)
-    }
-}
-
-impl<'de, T: Members<'de>> Deserialize<'de> for Object<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ObjectVisitor(PhantomData))
-    }
-}
-
-struct ObjectVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Members<'de>> Visitor<'de> for ObjectVisitor<T> {
-    type Value = Object<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = T::default();
-        while let Some(key) = map.next_key::<Scalar<'de>>()? {
-            match key.as_str() {
-                Some(key) => members.member(key, &mut map)?,
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Object(Some(members)))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Object(None))
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Object(None))
-    }
-}
-
-/// Skips the value of a member no level needs.
-fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
-    map.next_value::<IgnoredAny>().map(drop)
-}
-
-/// The event: `{"id", "type", "data"}`.
-#[derive(Default)]
-struct EventMembers<'de> {
-    id: Scalar<'de>,
-    kind: Scalar<'de>,
-    data: Object<DataMembers<'de>>,
-}
-
-impl<'de> Members<'de> for EventMembers<'de> {
-    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "id" => self.id = map.next_value()?,
-            "type" => self.kind = map.next_value()?,
-            "data" => self.data = map.next_value()?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// `data`: `{"object"}`.
-#[derive(Default)]
-struct DataMembers<'de> {
-    object: Object<ObjectMembers<'de>>,
-}
-
-impl<'de> Members<'de> for DataMembers<'de> {
-    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "object" => self.object = map.next_value()?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// `data.object`: `{"metadata", "payment_status", "refunded"}`.
-#[derive(Default)]
-struct ObjectMembers<'de> {
-    metadata: Object<MetadataMembers<'de>>,
-    payment_status: Scalar<'de>,
-    refunded: Scalar<'de>,
-}
-
-impl<'de> Members<'de> for ObjectMembers<'de> {
-    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "metadata" => self.metadata = map.next_value()?,
-            "payment_status" => self.payment_status = map.next_value()?,
-            "refunded" => self.refunded = map.next_value()?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// `data.object.metadata`: `{"order_id"}`.
-#[derive(Default)]
-struct MetadataMembers<'de> {
-    order_id: Scalar<'de>,
-}
-
-impl<'de> Members<'de> for MetadataMembers<'de> {
-    fn member<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "order_id" => self.order_id = map.next_value()?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //! downstream re-parses a body to learn what was decided.
 
 use shared::{Closed, ErrorCode, Sku};
+use uuid::Uuid;
 
-use super::context::BatchRef;
 use crate::problem::ApiError;
 use crate::store::{Decision, Outcome, StoredAnswer};
 
@@ -31,6 +31,15 @@ pub enum Answer {
     SoldOutKnown(StoredAnswer),
     /// Refused with nothing stored with the key.
     Refused(Refusal),
+}
+
+/// The batch transaction that decided an attempt: its id (also in the batch's audit event) and
+/// the fencing token of the lease it committed under (0: decided without a lease, for a SKU that
+/// does not exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRef {
+    pub id: Uuid,
+    pub fence: u64,
 }
 
 /// A refusal that stores nothing with the key.
@@ -130,7 +139,6 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use shared::Problem;
-    use uuid::Uuid;
 
     use super::*;
 

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::answer::{Answer, Refusal};
+use super::answer::{Answer, BatchRef, Refusal};
 use super::context::{
-    BatchRef, Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
+    Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
 };
 use super::knowledge::{Sale, SaleKnowledge};
 use crate::store::{Attempt, StoreError};

@@ -28,13 +28,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shared::Sku;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::answer::{Answer, Refusal};
+use super::answer::{Answer, BatchRef, Refusal};
 use super::context::{
-    BatchRef, Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
+    Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
 };
+use super::job::Job;
 use super::knowledge::{Sale, SaleKnowledge};
 use super::runtime::Deciders;
 use crate::store::{Attempt, StoreError};
@@ -48,15 +49,6 @@ const IDLE_EXIT: Duration = Duration::from_secs(10);
 /// After giving up the lock for fairness, wait this long before contending again: longer than
 /// a waiting process's polling interval (`context::POLL_MAX`), so the waiter gets its turn.
 const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
-
-/// A queued purchase attempt.
-#[derive(Debug)]
-pub struct Job {
-    pub attempt: Attempt,
-    pub deadline: Instant,
-    /// Where its [`Answer`] goes: the waiting request.
-    pub reply: oneshot::Sender<Answer>,
-}
 
 /// What the combiner does next with its queue, given what the process knows of the SKU.
 enum Next {

@@ -11,9 +11,9 @@ use shared::Sku;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::answer::{Answer, Refusal};
-use super::combiner::Job;
+use super::answer::{Answer, BatchRef, Refusal};
 use super::due::DueHolds;
+use super::job::Job;
 use super::knowledge::SaleKnowledge;
 use crate::hold_queue::{self, HoldQueue};
 use crate::metrics::Metrics;
@@ -45,15 +45,6 @@ pub(super) const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// serialization victim), on top of the one retry per (user, key) pair a batch is allowed for
 /// per-attempt conflicts (see the combiner's `Worker::batch`). Nothing is committed by a conflicting batch.
 pub(super) const MAX_CONFLICT_RETRIES: u32 = 3;
-
-/// The batch transaction that decided an attempt: its id (also in the batch's audit event) and
-/// the fencing token of the lease it committed under (0: decided without a lease, for a SKU that
-/// does not exist).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchRef {
-    pub id: Uuid,
-    pub fence: u64,
-}
 
 /// Everything a combiner needs; shared by all combiners of the process.
 #[derive(Debug)]

@@ -1,28 +1,17 @@
 //! Holds that fell due, waiting to be expired under their SKU's lease — beside the purchase path.
 //! The expiry loop (`orders::expiry`) drops the due holds it found (delayed queue or database
 //! sweep) here, per SKU ([`DueHolds::deposit`]); whoever of this process holds the SKU's lease
-//! next expires them ([`Context::expire_due`]): the SKU's combiner before its next purchase
-//! batch — so a hot sale's expiries ride on the lease its batches already hold, instead of
-//! contending with them for it, and the returned units are on sale for that very batch — or,
+//! next takes them and expires them ([`super::expire`]): the SKU's combiner before its next
+//! purchase batch — so a hot sale's expiries ride on the lease its batches already hold, instead
+//! of contending with them for it, and the returned units are on sale for that very batch — or,
 //! when no batch of this process takes the lease soon, the loop's expirer task, which takes
 //! the lease itself.
-//!
-//! [`Context::expire_under`] is the one expiry transaction: under the lease, with the lease
-//! guard and the fence, it locks the SKU row and those of the holds that are still held and
-//! due by the database's clock, and returns them to stock — each hold exactly once, whoever
-//! else (another process, a payment, a cancellation) tries at the same time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Instant;
 
-use shared::{OrderStatus, Sku};
+use shared::Sku;
 use uuid::Uuid;
-
-use super::context::{COMMIT_MARGIN, Context};
-use crate::store::StoreError;
-use crate::store::orders::{Change, OrderTx};
-use redlock::Lease;
 
 /// Due holds per SKU, and which SKUs have an expirer task running. See the module docs.
 #[derive(Debug, Default)]
@@ -77,97 +66,10 @@ impl DueHolds {
     }
 
     /// Puts back holds a failed expiry took.
-    fn put_back(&self, sku: &Sku, ids: Vec<Uuid>) {
+    pub(super) fn put_back(&self, sku: &Sku, ids: Vec<Uuid>) {
         if !ids.is_empty() {
             self.lock().due.entry(sku.clone()).or_default().extend(ids);
         }
-    }
-}
-
-impl Context {
-    /// Expires the holds of `sku` waiting in [`DueHolds`], under `lease`; how many expired. On
-    /// failure nothing was committed and they wait again (the next holder of the lease, or
-    /// the expirer's retry, takes them).
-    pub(crate) async fn expire_due(&self, sku: &Sku, lease: &Lease) -> Result<usize, StoreError> {
-        let ids = self.due.take(sku);
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        match self.expire_under(sku, &ids, lease).await {
-            Ok((expired, _)) => Ok(expired),
-            Err(e) => {
-                self.due.put_back(sku, ids);
-                Err(e)
-            }
-        }
-    }
-
-    /// Expires those of `ids` (holds of `sku`) that are still held and due by the database's
-    /// clock, in one transaction under `lease`; how many expired, and the ids that were not
-    /// expirable (not due, or no longer held).
-    pub(crate) async fn expire_under(
-        &self,
-        sku: &Sku,
-        ids: &[Uuid],
-        lease: &Lease,
-    ) -> Result<(usize, Vec<Uuid>), StoreError> {
-        let remaining = lease.remaining();
-        if remaining < self.settings.commit_budget {
-            return Err(StoreError::LeaseExpired);
-        }
-        let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
-        let observed_at = Instant::now();
-        let mut tx = OrderTx::begin(&self.pool).await?;
-        let books = tx.lock_sku(sku.as_str(), Some(lease.fence())).await?;
-        let due = tx.lock_due_holds(sku.as_str(), ids).await?;
-        let left: Vec<Uuid> = ids
-            .iter()
-            .filter(|id| !due.iter().any(|r| r.order_id == **id))
-            .copied()
-            .collect();
-        if due.is_empty() {
-            return Ok((0, left));
-        }
-        let changes: Vec<Change> = due
-            .into_iter()
-            .map(|order| Change {
-                order,
-                to: OrderStatus::Expired,
-                restock: true,
-                take: false,
-                restocked: None,
-                payment: None,
-            })
-            .collect();
-        let applied = tx
-            .apply(
-                sku.as_str(),
-                books,
-                Some(lease.fence()),
-                &changes,
-                Some(commit_by),
-            )
-            .await?;
-        let n = applied.orders.len();
-        self.metrics.count_return("expired", n as u64);
-        self.metrics.hold_expiries.inc_by(n as u64);
-        for lag in &applied.expiry_lags {
-            self.metrics.expiry_lag.observe(lag.max(0.0));
-        }
-        if let Some(sale) = applied.sale {
-            self.knowledge
-                .learn_state(sku, observed_at, Some(sale), &self.pool)
-                .await;
-        }
-        tracing::info!(
-            target: "flashgate::audit",
-            event = "holds_expired",
-            sku = %sku,
-            orders = n,
-            fence = lease.fence(),
-            "holds expired"
-        );
-        Ok((n, left))
     }
 }
 

@@ -14,7 +14,9 @@ pub mod baseline;
 pub mod combiner;
 pub mod context;
 pub mod due;
+mod expire;
 pub mod inflight;
+pub mod job;
 pub mod knowledge;
 pub mod runtime;
 
@@ -25,10 +27,11 @@ use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
 use crate::store::Attempt;
-pub use answer::{Answer, Refusal};
-use combiner::{Combiners, Job};
-pub use context::{BatchRef, Context};
+pub use answer::{Answer, BatchRef, Refusal};
+use combiner::Combiners;
+pub use context::Context;
 use inflight::{Busy, InFlight};
+use job::Job;
 use knowledge::SaleKnowledge;
 use runtime::Deciders;
 

@@ -12,71 +12,21 @@ pub mod limits;
 pub(crate) mod orders;
 pub(crate) mod payments;
 pub(crate) mod purchases;
+pub mod readiness;
 pub mod reads;
 pub(crate) mod skus;
-
-use std::sync::Arc;
+pub mod state;
 
 use axum::Router;
 use axum::extract::State;
-use prometheus_client::registry::Registry;
 use shared::ErrorCode;
-use sqlx::PgPool;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::Credentials;
-use crate::metrics::Metrics;
 use crate::openapi::{ApiDoc, ServedDoc};
-use crate::orders::OrderService;
 use crate::problem::ApiError;
-use crate::pseudonym::Pseudonyms;
-use crate::purchase::PurchaseService;
-use redlock::Redlock;
-
-/// What every handler can reach: ONE `Arc`, so a request's `State` extractor clones (and drops)
-/// one pointer, not one per shared part. Reads like the parts it holds ([`SharedState`]).
-#[derive(Debug, Clone)]
-pub struct AppState(Arc<SharedState>);
-
-impl AppState {
-    pub fn new(shared: SharedState) -> Self {
-        Self(Arc::new(shared))
-    }
-}
-
-impl std::ops::Deref for AppState {
-    type Target = SharedState;
-
-    fn deref(&self) -> &SharedState {
-        &self.0
-    }
-}
-
-/// The parts of [`AppState`].
-#[derive(Debug)]
-pub struct SharedState {
-    pub pool: PgPool,
-    pub purchases: PurchaseService,
-    /// Payments, cancellations, refunds and expiries of orders.
-    pub orders: OrderService,
-    /// The payment provider's webhook; `None` without `PAYMENT_WEBHOOK_SECRETS` (404).
-    pub payments: Option<crate::payments::PaymentWebhooks>,
-    pub lock: Redlock,
-    pub metrics: Arc<Metrics>,
-    pub registry: Registry,
-    /// Edge signature keys and admin tokens.
-    pub credentials: Credentials,
-    /// Keyed hashes standing for user ids and keys in logs.
-    pub pseudonyms: Pseudonyms,
-    /// The public reads' share of the database pool.
-    pub reads: reads::ReadGate,
-    /// `/readyz` probes, one at a time.
-    pub readiness: health::Readiness,
-    /// The answer of `GET /openapi.json` ([`document`], rendered once).
-    pub doc: ServedDoc,
-}
+pub use state::{AppState, SharedState};
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
 /// document's paths come from this one list.

@@ -9,14 +9,13 @@
 
 use std::error::Error as _;
 use std::fmt::Write as _;
-use std::str::FromStr;
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Command, FromArgMatches};
 
-use super::{Environment, SettingsError};
+use super::declared::Environment;
+use super::error::SettingsError;
 
 /// Every declared variable, in declaration order: the names errors quote, and the docs table.
 static DECLARED: LazyLock<Command> =
@@ -79,21 +78,6 @@ fn variable_of(shown: &str) -> Option<&'static str> {
         .find(|arg| arg.get_long() == Some(long))?
         .get_env()?
         .to_str()
-}
-
-/// `T` parsed from `value` with surrounding whitespace ignored.
-pub(super) fn trimmed<T: FromStr>(value: &str) -> Result<T, T::Err> {
-    value.trim().parse()
-}
-
-/// A whole number of milliseconds.
-pub(super) fn millis(value: &str) -> Result<Duration, std::num::ParseIntError> {
-    trimmed(value).map(Duration::from_millis)
-}
-
-/// A whole number of seconds.
-pub(super) fn secs(value: &str) -> Result<Duration, std::num::ParseIntError> {
-    trimmed(value).map(Duration::from_secs)
 }
 
 /// What the table says of a variable without a default value.

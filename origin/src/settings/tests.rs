@@ -3,6 +3,7 @@
 
 use super::*;
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = pairs

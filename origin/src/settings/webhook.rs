@@ -25,7 +25,7 @@ pub(super) struct WebhookEnvironment {
     /// take the purchases' connections; one that waits `DB_ACQUIRE_TIMEOUT_MS` for its turn
     /// answers 503 (Stripe retries it). New payments of live holds take no turn: they are paid
     /// many per transaction, on one connection per process
-    #[arg(long, env = "PAYMENT_WEBHOOK_MAX_CONCURRENCY", value_parser = super::env::trimmed::<u32>)]
+    #[arg(long, env = "PAYMENT_WEBHOOK_MAX_CONCURRENCY", value_parser = super::values::trimmed::<u32>)]
     payment_webhook_max_concurrency: Option<u32>,
 }
 
