@@ -45,7 +45,6 @@ const TO_SPLIT: &[&str] = &[
     "edge/src/gate.rs",
     "edge/src/runtime/room_objects.rs",
     "edge/src/runtime/user_gate.rs",
-    "shared/src/wire.rs",
 ];
 
 /// Files below the limit that the scalper/bot defence work is changing now and may grow past it

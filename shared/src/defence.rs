@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::BodyError;
+use crate::body::BodyError;
 
 /// A SKU's proof of work: each challenge asks for `bits` bits of work (`maxnumber` = 2^bits
 /// SHA-256 candidates, half of them tried on average), `min_bits` while the SKU is quiet up to

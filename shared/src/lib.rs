@@ -2,7 +2,8 @@
 //!
 //! - [`domain`]: newtypes that parse once at the boundary (`Sku`, `UserId`, `Quantity`,
 //!   `IdempotencyKey`); holding one means it is valid.
-//! - [`wire`]: the JSON request and response bodies of the HTTP contract (v1).
+//! - [`wire`]: the purchase and view bodies of the HTTP contract (v1); [`sku_put`]: the admin
+//!   `PUT`'s body; [`body`]: why a body is refused, and the field readers they share.
 //! - [`order_status`]: the states of an order and their rules (`OrderStatus`).
 //! - [`orders`]: the order view and the refund body.
 //! - [`timestamp`]: an RFC 3339 instant (`Timestamp`), parsed once, kept as unix milliseconds.
@@ -19,6 +20,7 @@
 //! The crate is plain Rust with no I/O and no clock (callers pass `now`), so it builds for the
 //! host and for `wasm32-unknown-unknown` alike.
 
+pub mod body;
 pub mod defence;
 pub mod domain;
 pub mod headers;
@@ -29,6 +31,7 @@ pub mod room;
 pub mod schedule;
 pub mod secrets;
 pub mod signing;
+pub mod sku_put;
 pub mod timestamp;
 pub mod wire;
 
@@ -39,4 +42,5 @@ pub use problem::{ErrorCode, Problem};
 pub use room::WaitingRoom;
 pub use schedule::{Closed, PAUSED_RETRY_AFTER_SECS, Schedule, Timestamp, Update};
 pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
-pub use wire::{PurchaseRequest, PurchaseResponse, ScheduleUpdate, SkuPut, SkuUpsert, SkuView};
+pub use sku_put::{ScheduleUpdate, SkuPut, SkuUpsert};
+pub use wire::{PurchaseRequest, PurchaseResponse, SkuView};

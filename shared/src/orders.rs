@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::body::BodyError;
 /// The states of an order (`crate::order_status`), where they have always been named.
 pub use crate::order_status::OrderStatus;
-use crate::wire::BodyError;
 
 /// An order as `GET /v1/orders/{order_id}` and the order actions answer it. Times are RFC 3339
 /// UTC.
