@@ -6,8 +6,8 @@
 //!    every file can be read, and moved out, from the bottom up. Each knot fails with a path
 //!    that closes it.
 //! 2. No file of origin, edge, redlock or shared `src/` above [`MAX_LINES`] lines, test files (a
-//!    `#[cfg(test)] mod …;` declaration) aside, but for a short allowlist ([`TO_SPLIT`],
-//!    [`MAY_GROW`]) that must shrink to empty.
+//!    `#[cfg(test)] mod …;` declaration) aside: a file that grows past it is split along its
+//!    responsibilities in the change that makes it grow.
 //!
 //! The scan reads the source with comments, strings and character literals blanked out (so a
 //! path in a doc comment, a doc link or a log target is no import). What is an edge from one
@@ -36,21 +36,6 @@ use std::path::{Path, PathBuf};
 /// The most lines a source file of the service's crates may have (tests in their own files
 /// aside).
 const MAX_LINES: usize = 500;
-
-/// Files above [`MAX_LINES`] that are still to be split (issue #30) once the scalper/bot defence
-/// work, which is changing them now, has landed. THIS LIST MUST SHRINK TO EMPTY: a file at or
-/// below the limit fails the test until its entry is removed, and no entry is ever added.
-const TO_SPLIT: &[&str] = &[
-    "edge/src/config.rs",
-    "edge/src/gate.rs",
-    "edge/src/runtime/room_objects.rs",
-    "edge/src/runtime/user_gate.rs",
-];
-
-/// Files below the limit that the scalper/bot defence work is changing now and may grow past it
-/// before it lands; tolerated until then, and split in the change that makes them cross the
-/// limit afterwards. THIS LIST MUST SHRINK TO EMPTY as well: remove it when that work has landed.
-const MAY_GROW: &[&str] = &["edge/src/purchase.rs", "edge/src/shield.rs"];
 
 /// A module path within a crate: `[]` is the crate root, `["purchase", "answer"]`
 /// `purchase::answer`.
@@ -840,29 +825,13 @@ fn the_scan_sees_the_crates_imports() {
 #[test]
 fn no_source_file_above_the_line_limit() {
     let mut over = Vec::new();
-    let mut stale = Vec::new();
     for name in ["origin", "edge", "redlock", "shared"] {
         let tree = Tree::read(&workspace().join(name).join("src"));
         assert!(tree.files.len() > 3, "{name}: the scan reads the files");
         for file in &tree.files {
-            let path = format!("{name}/src/{}", file.path);
-            let allowed = TO_SPLIT.contains(&path.as_str()) || MAY_GROW.contains(&path.as_str());
-            if file.lines > MAX_LINES && !file.test && !allowed {
-                over.push(format!("{path}: {} lines", file.lines));
+            if file.lines > MAX_LINES && !file.test {
+                over.push(format!("{name}/src/{}: {} lines", file.path, file.lines));
             }
-            if TO_SPLIT.contains(&path.as_str()) && file.lines <= MAX_LINES {
-                stale.push(format!(
-                    "{path}: {} lines, remove it from TO_SPLIT",
-                    file.lines
-                ));
-            }
-        }
-    }
-    for path in TO_SPLIT.iter().chain(MAY_GROW) {
-        if !workspace().join(path).is_file() {
-            stale.push(format!(
-                "{path}: no such file, remove it from the allowlist"
-            ));
         }
     }
     assert!(
@@ -870,7 +839,6 @@ fn no_source_file_above_the_line_limit() {
         "files above {MAX_LINES} lines (split them along their responsibilities):\n{}",
         over.join("\n")
     );
-    assert!(stale.is_empty(), "stale allowlist:\n{}", stale.join("\n"));
 }
 
 #[test]

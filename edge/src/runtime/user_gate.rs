@@ -1,7 +1,9 @@
 //! `UserGate`: one SQLite-backed Durable Object per shopper (named by the user id), holding that
 //! user's GCRA state (the purchase bucket, and the `order` bucket of `crate::orders`), idempotency
 //! records, units bought per SKU (with when the origin last confirmed the count), the orders
-//! whose cancellation gave units back and the proofs of work its purchases spent (`super::spent`). A purchase attempt is one call, `purchase`: the object
+//! whose cancellation gave units back and the proofs of work its purchases spent
+//! (`super::spent`); its SQL is [`rows`], the worker's handle on it [`UserGateClient`]. This file
+//! is the object's calls. A purchase attempt is one call, `purchase`: the object
 //! runs `begin` (read, decide with [`crate::gate`], write — no `.await` in between, so it is
 //! atomic for the user: the rate limit is exact and the key is claimed in flight before anything
 //! else can run), then, for a claimed attempt, sends the worker's signed call to the origin with
@@ -12,22 +14,24 @@
 //! Completed records (and returned-order marks) are purged by an alarm once older than
 //! `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
 
+mod client;
+mod rows;
+
 use std::cell::Cell;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use shared::UserId;
-use worker::wasm_bindgen::JsValue;
 use worker::{
-    DurableObject, Env, Error, Method, Request, RequestInit, Response, SqlStorage, SqlStorageValue,
-    State, Stub, durable_object,
+    DurableObject, Env, Error, Method, Request, Response, SqlStorage, SqlStorageValue, State,
+    durable_object,
 };
+
+pub(crate) use client::UserGateClient;
+use rows::{TatRow, first};
 
 use crate::config::{Settings, defaults};
 use crate::forward::{Forwarded, OriginAnswer};
-use crate::gate::{self, Effects, RecordChange, Snapshot};
+use crate::gate;
 use crate::gcra::Policy;
-use crate::idempotency::{Record, State as RecordState};
 use crate::protocol::{
     BeginReply, BeginRequest, FinishReply, FinishRequest, LIMIT_PATH, LimitRequest, PURCHASE_PATH,
     PurchaseReply, PurchaseRequest, RETURNED_PATH, RateOutcome, ReturnedReply, ReturnedRequest,
@@ -40,43 +44,6 @@ use super::spent;
 
 /// The binding name of the namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "USER_GATE";
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS gcra (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    tat_us INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS idempotency (
-    key TEXT PRIMARY KEY,
-    fingerprint TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('in_flight', 'done')),
-    status INTEGER,
-    body TEXT,
-    updated_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idempotency_by_age ON idempotency (updated_ms);
-CREATE TABLE IF NOT EXISTS units_bought (
-    sku TEXT PRIMARY KEY,
-    units INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS counters (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS gcra_buckets (
-    name TEXT PRIMARY KEY,
-    tat_us INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS units_counted_at (
-    sku TEXT PRIMARY KEY,
-    counted_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS returned_orders (
-    order_id TEXT PRIMARY KEY,
-    updated_ms INTEGER NOT NULL
-);
-";
 
 #[durable_object(alarm)]
 #[allow(unreachable_pub)] // exported to JavaScript by the macro; it must be `pub`
@@ -178,53 +145,11 @@ impl DurableObject for UserGate {
     }
 }
 
-#[derive(Deserialize)]
-struct TatRow {
-    tat_us: i64,
-}
-
-#[derive(Deserialize)]
-struct RecordRow {
-    fingerprint: String,
-    attempt: i64,
-    state: String,
-    status: Option<i64>,
-    body: Option<String>,
-    updated_ms: i64,
-}
-
-#[derive(Deserialize)]
-struct UnitsRow {
-    units: i64,
-}
-
-#[derive(Deserialize)]
-struct CountedRow {
-    counted_ms: i64,
-}
-
-#[derive(Deserialize)]
-struct CounterRow {
-    value: i64,
-}
-
-fn first<T: DeserializeOwned>(
-    sql: &SqlStorage,
-    query: &str,
-    bindings: Vec<SqlStorageValue>,
-) -> worker::Result<Option<T>> {
-    Ok(sql
-        .exec(query, bindings)?
-        .to_array::<T>()?
-        .into_iter()
-        .next())
-}
-
 impl UserGate {
     fn sql(&self) -> worker::Result<SqlStorage> {
         let sql = self.state.storage().sql();
         if !self.schema_ready.get() {
-            sql.exec(SCHEMA, None)?;
+            sql.exec(rows::SCHEMA, None)?;
             sql.exec(spent::SCHEMA, None)?;
             self.schema_ready.set(true);
         }
@@ -234,30 +159,6 @@ impl UserGate {
     fn retention_secs(&self) -> u32 {
         Settings::from_lookup(|name| self.env.var(name).ok().map(|v| v.to_string()))
             .map_or(defaults::IDEMPOTENCY_RETENTION_SECS, |s| s.retention_secs)
-    }
-
-    fn read_record(sql: &SqlStorage, key: &str) -> worker::Result<Option<Record>> {
-        let row: Option<RecordRow> = first(
-            sql,
-            "SELECT fingerprint, attempt, state, status, body, updated_ms FROM idempotency WHERE key = ?",
-            vec![key.into()],
-        )?;
-        Ok(row.map(|r| {
-            let state = match (
-                r.state.as_str(),
-                r.status.and_then(|s| u16::try_from(s).ok()),
-                r.body,
-            ) {
-                ("done", Some(status), Some(body)) => RecordState::Done { status, body },
-                _ => RecordState::InFlight,
-            };
-            Record {
-                fingerprint: r.fingerprint,
-                attempt: r.attempt,
-                state,
-                updated_ms: r.updated_ms,
-            }
-        }))
     }
 
     /// `purchase`: `begin`; for a claimed attempt, the origin call and `finish` with its answer.
@@ -327,40 +228,11 @@ impl UserGate {
         let sql = self.sql()?;
         let policy = Policy::new(&input.rate.name, input.rate.quota, input.rate.window_secs)
             .map_err(|e| Error::RustError(format!("rate policy: {e}")))?;
-        let snapshot = Snapshot {
-            tat_us: first::<TatRow>(&sql, "SELECT tat_us FROM gcra WHERE id = 1", vec![])?
-                .map(|r| r.tat_us),
-            record: Self::read_record(&sql, &input.key)?,
-            bought: first::<UnitsRow>(
-                &sql,
-                "SELECT units FROM units_bought WHERE sku = ?",
-                vec![input.sku.as_str().into()],
-            )?
-            .map_or(0, |r| r.units),
-            counted_ms: first::<CountedRow>(
-                &sql,
-                "SELECT counted_ms FROM units_counted_at WHERE sku = ?",
-                vec![input.sku.as_str().into()],
-            )?
-            .map(|r| r.counted_ms),
-            proof_spent: match &input.proof {
-                Some(proof) => spent::is_spent(&sql, proof)?,
-                None => false,
-            },
-        };
-        sql.exec(
-            "INSERT INTO counters (name, value) VALUES ('attempt', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
-            None,
-        )?;
-        let attempt = first::<CounterRow>(
-            &sql,
-            "SELECT value FROM counters WHERE name = 'attempt'",
-            vec![],
-        )?
-        .map_or(1, |r| r.value);
+        let snapshot = rows::snapshot(&sql, input)?;
+        let attempt = rows::next_attempt(&sql)?;
         let (reply, effects) = gate::begin(&policy, &snapshot, input, now_ms(), attempt);
         let stored = effects.record.stores_done();
-        Self::apply(&sql, &input.key, &input.sku, effects)?;
+        rows::apply(&sql, &input.key, &input.sku, effects)?;
         Ok((reply, stored))
     }
 
@@ -402,12 +274,7 @@ impl UserGate {
             vec![input.order_id.as_str().into()],
         )?
         .is_some();
-        let bought = first::<UnitsRow>(
-            &sql,
-            "SELECT units FROM units_bought WHERE sku = ?",
-            vec![input.sku.as_str().into()],
-        )?
-        .map_or(0, |r| r.units);
+        let bought = rows::bought(&sql, &input.sku)?;
         let delta = gate::returned_delta(bought, input.qty, already);
         if already {
             return Ok(ReturnedReply { applied: false });
@@ -428,63 +295,11 @@ impl UserGate {
     /// `finish`, synchronously; returns the reply and whether a completed record was stored.
     fn finish(&self, input: &FinishRequest) -> worker::Result<(FinishReply, bool)> {
         let sql = self.sql()?;
-        let record = Self::read_record(&sql, &input.key)?;
+        let record = rows::read_record(&sql, &input.key)?;
         let (reply, effects) = gate::finish(record.as_ref(), input, now_ms());
         let stored = effects.record.stores_done();
-        Self::apply(&sql, &input.key, &input.sku, effects)?;
+        rows::apply(&sql, &input.key, &input.sku, effects)?;
         Ok((reply, stored))
-    }
-
-    fn apply(sql: &SqlStorage, key: &str, sku: &str, effects: Effects) -> worker::Result<()> {
-        if let Some(proof) = &effects.spend {
-            spent::record(sql, proof, now_ms())?;
-        }
-        if let Some(tat) = effects.new_tat_us {
-            sql.exec(
-                "INSERT INTO gcra (id, tat_us) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET tat_us = excluded.tat_us",
-                vec![SqlStorageValue::try_from_i64(tat)?],
-            )?;
-        }
-        match effects.record {
-            RecordChange::Keep => {}
-            RecordChange::Delete => {
-                sql.exec("DELETE FROM idempotency WHERE key = ?", vec![key.into()])?;
-            }
-            RecordChange::Put(record) => {
-                let (state, status, body) = match record.state {
-                    RecordState::InFlight => ("in_flight", None, None),
-                    RecordState::Done { status, body } => {
-                        ("done", Some(i64::from(status)), Some(body))
-                    }
-                };
-                sql.exec(
-                    "INSERT OR REPLACE INTO idempotency (key, fingerprint, attempt, state, status, body, updated_ms) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    vec![
-                        key.into(),
-                        record.fingerprint.into(),
-                        record.attempt.into(),
-                        state.into(),
-                        status.into(),
-                        body.into(),
-                        record.updated_ms.into(),
-                    ],
-                )?;
-            }
-        }
-        if effects.bought_delta != 0 {
-            sql.exec(
-                "INSERT INTO units_bought (sku, units) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET units = units + excluded.units",
-                vec![sku.into(), effects.bought_delta.into()],
-            )?;
-        }
-        if effects.count_confirmed {
-            sql.exec(
-                "INSERT INTO units_counted_at (sku, counted_ms) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET counted_ms = excluded.counted_ms",
-                vec![sku.into(), now_ms().into()],
-            )?;
-        }
-        Ok(())
     }
 
     /// Makes sure a purge is scheduled (one alarm at a time; `alarm` re-arms itself).
@@ -508,50 +323,5 @@ impl UserGate {
             // Not fatal: the next stored record tries again; records are only kept longer.
             Err(e) => worker::console_warn!("arming the purge alarm failed: {e}"),
         }
-    }
-}
-
-/// The worker's handle on one user's gate.
-#[derive(Debug)]
-pub(crate) struct UserGateClient {
-    stub: Stub,
-}
-
-impl UserGateClient {
-    pub(crate) fn for_user(env: &Env, user: &UserId) -> worker::Result<Self> {
-        Ok(Self {
-            stub: env.durable_object(BINDING)?.get_by_name(user.as_str())?,
-        })
-    }
-
-    async fn call<T: DeserializeOwned>(&self, path: &str, body: String) -> worker::Result<T> {
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_body(Some(JsValue::from_str(&body)));
-        let request = Request::new_with_init(&format!("https://user-gate.internal{path}"), &init)?;
-        let mut response = self.stub.fetch_with_request(request).await?;
-        if response.status_code() != 200 {
-            return Err(Error::RustError(format!(
-                "user gate {path} answered {}",
-                response.status_code()
-            )));
-        }
-        response.json::<T>().await
-    }
-
-    /// The purchase attempt, in one call: `begin`, and for a claimed attempt the origin call and
-    /// `finish` (see [`UserGate`]'s `purchase`).
-    pub(crate) async fn purchase(&self, input: &PurchaseRequest) -> worker::Result<PurchaseReply> {
-        self.call(PURCHASE_PATH, serde_json::to_string(input)?)
-            .await
-    }
-
-    pub(crate) async fn limit(&self, input: &LimitRequest) -> worker::Result<RateOutcome> {
-        self.call(LIMIT_PATH, serde_json::to_string(input)?).await
-    }
-
-    pub(crate) async fn returned(&self, input: &ReturnedRequest) -> worker::Result<ReturnedReply> {
-        self.call(RETURNED_PATH, serde_json::to_string(input)?)
-            .await
     }
 }
