@@ -79,7 +79,7 @@ bad() { log "  FAIL $*"; return 1; }
 
 compose() {
     "$STATE/venv/bin/podman-compose" --project-name "$PROJECT" \
-        -f "$ROOT/docker-compose.yml" -f "$ROOT/scripts/containers/compose.check.yml" \
+        -f "$ROOT/docker-compose.yml" -f "$STATE/compose.check.yml" \
         --profile observability "$@"
 }
 ctr() { printf '%s_%s_1' "$PROJECT" "$1"; } # the container of a compose service
@@ -107,6 +107,7 @@ teardown() {
         for v in $(podman volume ls --filter "label=io.podman.compose.project=$PROJECT" -q 2>/dev/null); do
             podman volume rm -f "$v" >/dev/null 2>&1
         done
+        podman pod rm -f "pod_$PROJECT" >/dev/null 2>&1
         podman network rm -f "${PROJECT}_default" >/dev/null 2>&1
         local left
         left=$(project_containers; podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT"; podman network ls -q --filter "name=^${PROJECT}_")
@@ -297,9 +298,6 @@ secrets_required() {
     local out failed=0 var
     out=$(env -u SESSION_SECRET -u EDGE_SHARED_SECRET -u ADMIN_TOKEN "$STATE/venv/bin/podman-compose" \
         -f docker-compose.yml config 2>&1) && { bad "compose config accepted the file without the secrets"; return 1; }
-    for var in EDGE_SHARED_SECRET ADMIN_TOKEN SESSION_SECRET; do
-        :
-    done
     if grep -q "set .* (>= 16 chars)" <<<"$out"; then ok "compose config without the secrets refuses: $(grep -o 'set [A-Z_]* (>= 16 chars)[^"]*' <<<"$out" | head -1)"; else bad "compose config failed, but not naming a secret: $(tail -2 <<<"$out")" || failed=1; fi
     return "$failed"
 }
@@ -328,6 +326,12 @@ prepare_run() {
     ADMIN_TOKEN=$(openssl rand -hex 24)
     POSTGRES_PASSWORD=$(openssl rand -hex 16)
     LOG_HASH_KEY=$(openssl rand -hex 24)
+    # The override with this run's ports written in (podman-compose 1.6 does not interpolate
+    # values under `!override`).
+    sed -e "s/\${CHECK_ORIGIN1_PORT:?}/$CHECK_ORIGIN1_PORT/; s/\${CHECK_ORIGIN2_PORT:?}/$CHECK_ORIGIN2_PORT/" \
+        -e "s/\${CHECK_EDGE_PORT:?}/$CHECK_EDGE_PORT/; s/\${CHECK_PROMETHEUS_PORT:?}/$CHECK_PROMETHEUS_PORT/" \
+        -e "s/\${CHECK_GRAFANA_PORT:?}/$CHECK_GRAFANA_PORT/" scripts/containers/compose.check.yml >"$STATE/compose.check.yml"
+    if grep -q '\${CHECK_' "$STATE/compose.check.yml"; then bad "a port of scripts/containers/compose.check.yml was not filled in"; return 1; fi
     ORIGIN1=http://127.0.0.1:$CHECK_ORIGIN1_PORT
     ORIGIN2=http://127.0.0.1:$CHECK_ORIGIN2_PORT
     EDGE=http://127.0.0.1:$CHECK_EDGE_PORT
@@ -396,23 +400,6 @@ wait_healthy() { # <service>...: runs each container's healthcheck at its interv
     done
 }
 declare -A STARTP INTERVAL
-check_tiers() {
-    # The order the script brings the stack up in is the one docker-compose.yml's depends_on asks.
-    compose config 2>/dev/null | python3 -c '
-import sys, yaml
-doc = yaml.safe_load(sys.stdin)
-tiers = [t.split() for t in sys.argv[1:]]
-tier_of = {s: i for i, t in enumerate(tiers) for s in t}
-bad = []
-for name, svc in doc["services"].items():
-    if name not in tier_of:
-        continue
-    for dep, spec in (svc.get("depends_on") or {}).items():
-        if tier_of.get(dep, 99) >= tier_of[name]:
-            bad.append(f"{name} depends on {dep}, which is not in an earlier tier")
-print("\n".join(bad))
-sys.exit(1 if bad else 0)' "${TIERS[@]}" 2>/dev/null || "$STATE/venv/bin/python" -c 'import yaml' 2>/dev/null
-}
 stack_up() {
     STACK_UP=1
     local tier t0

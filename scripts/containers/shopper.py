@@ -9,7 +9,7 @@ running compose stack's published ports (standard library only).
       N shoppers buy one unit each (8 at a time) through the edge, or signed as the edge signs
       (EDGE_SHARED_SECRET, docs/signing.md v2) straight to --signed-to; CMD runs once a third
       have been answered. A request that got no answer is retried with the same key through the
-      edge (which the other origin serves). Every 201 must be an order the origin has (admin
+      edge (which the other origin serves). The last third of the shoppers buy after CMD is done. Every 201 must be an order the origin has (admin
       GET /v1/orders/{id}), and the units sold must equal the orders answered.
   shopper.py prometheus --prometheus URL --expect-up T,... [--expect-down T,...]
       Prometheus's /api/v1/targets shows those scrape targets up (down), and an origin metric
@@ -167,10 +167,21 @@ def cmd_sale(a):
         r = subprocess.run(a.during, shell=True, capture_output=True, text=True)
         during.update(rc=r.returncode, secs=time.monotonic() - t0, out=(r.stdout + r.stderr).strip())
 
-    runner = threading.Thread(target=run_during)
+    finished = threading.Event()
+
+    def run_during_then_mark():
+        try:
+            run_during()
+        finally:
+            finished.set()
+
+    runner = threading.Thread(target=run_during_then_mark)
 
     def shop(i):
         nonlocal answered
+        if i >= 2 * a.shoppers // 3:
+            # The last third buys once the command has done its work: truly after the break.
+            finished.wait(timeout=90)
         user = f"sale-{a.sku.lower()}-{i}-{uuid.uuid4().hex[:6]}"
         key = f"k-{uuid.uuid4()}"
         if a.signed_to:
