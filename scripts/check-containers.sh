@@ -272,8 +272,8 @@ hygiene() {
         if [[ -n $user && $uid != 0 && $uid != "?" ]]; then ok "$img runs as a non-root user (USER $user, uid $uid)"; else bad "$img runs as root (USER '${user}', uid $uid)" || failed=1; fi
         local found
         found=$(podman run --rm --entrypoint sh "$img" -c \
-            'for t in cargo rustc rustup gcc cc c++ ld make worker-build wasm-bindgen; do command -v "$t"; done; ls -d /usr/local/cargo /usr/local/rustup /root/.cargo 2>/dev/null; true' 2>&1)
-        if [[ -z $found ]]; then ok "$img has no build toolchain (no cargo, rustc, gcc, cc, ld, make, worker-build, wasm-bindgen)"; else bad "$img carries build tools: $(echo $found)" || failed=1; fi
+            'for t in cargo rustc rustup gcc cc c++ ld make worker-build wasm-bindgen; do command -v "$t"; done; ls -d /usr/local/cargo /usr/local/rustup /root/.cargo /app/node_modules/binaryen /app/node_modules/puppeteer-core 2>/dev/null; true' 2>/dev/null)
+        if [[ -z $found ]]; then ok "$img has no build toolchain (no cargo, rustc, gcc, cc, ld, make, worker-build, wasm-bindgen, wasm-opt, puppeteer)"; else bad "$img carries build tools: $(echo $found)" || failed=1; fi
         local envs
         envs=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$img")
         if grep -Eq '^(SESSION_SECRETS?|EDGE_SHARED_SECRETS?|ADMIN_TOKENS?|ROOM_SECRETS?|LOG_HASH_KEY|POSTGRES_PASSWORD|DATABASE_URL)=' <<<"$envs"; then
