@@ -6,6 +6,7 @@ running compose stack's published ports (standard library only).
       PUT the SKU through the admin API, mint a session token (HS256, as a shop backend does;
       SESSION_SECRET), buy one through the edge, send the same Idempotency-Key again.
   shopper.py sale --origin URL --edge URL --sku SKU --shoppers N --during CMD [--signed-to URL]
+      (--origin: where the admin API is called: the SKU, the orders' check)
       N shoppers buy one unit each (8 at a time) through the edge, or signed as the edge signs
       (EDGE_SHARED_SECRET, docs/signing.md v2) straight to --signed-to; CMD runs once a third
       have been answered. A request that got no answer is retried with the same key through the
