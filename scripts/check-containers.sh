@@ -273,7 +273,7 @@ hygiene() {
         local found
         found=$(podman run --rm --entrypoint sh "$img" -c \
             'for t in cargo rustc rustup gcc cc c++ ld make worker-build wasm-bindgen; do command -v "$t"; done; ls -d /usr/local/cargo /usr/local/rustup /root/.cargo /app/node_modules/binaryen /app/node_modules/puppeteer-core 2>/dev/null; true' 2>/dev/null)
-        if [[ -z $found ]]; then ok "$img has no build toolchain (no cargo, rustc, gcc, cc, ld, make, worker-build, wasm-bindgen, wasm-opt, puppeteer)"; else bad "$img carries build tools: $(echo $found)" || failed=1; fi
+        if [[ -z $found ]]; then ok "$img has no build toolchain (no cargo, rustc, gcc, cc, ld, make, worker-build, wasm-bindgen, wasm-opt, puppeteer)"; else bad "$img carries build tools: ${found//$'\n'/ }" || failed=1; fi
         local envs
         envs=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$img")
         if grep -Eq '^(SESSION_SECRETS?|EDGE_SHARED_SECRETS?|ADMIN_TOKENS?|ROOM_SECRETS?|LOG_HASH_KEY|POSTGRES_PASSWORD|DATABASE_URL)=' <<<"$envs"; then
@@ -342,6 +342,7 @@ prepare_run() {
     sed -e "s/\${CHECK_ORIGIN1_PORT:?}/$CHECK_ORIGIN1_PORT/; s/\${CHECK_ORIGIN2_PORT:?}/$CHECK_ORIGIN2_PORT/" \
         -e "s/\${CHECK_EDGE_PORT:?}/$CHECK_EDGE_PORT/; s/\${CHECK_PROMETHEUS_PORT:?}/$CHECK_PROMETHEUS_PORT/" \
         -e "s/\${CHECK_GRAFANA_PORT:?}/$CHECK_GRAFANA_PORT/" scripts/containers/compose.check.yml >"$STATE/compose.check.yml"
+    # shellcheck disable=SC2016 # a literal ${
     if grep -q '\${CHECK_' "$STATE/compose.check.yml"; then bad "a port of scripts/containers/compose.check.yml was not filled in"; return 1; fi
     ORIGIN1=http://127.0.0.1:$CHECK_ORIGIN1_PORT
     ORIGIN2=http://127.0.0.1:$CHECK_ORIGIN2_PORT
@@ -368,7 +369,7 @@ for n,u in re.findall(r"([0-9.]+)(ms|s|m|h)", v): t+=float(n)*{"ms":1e-3,"s":1,"
 print(round(t))' "$1"
 }
 wait_healthy() { # <service>...: runs each container's healthcheck at its interval until healthy
-    local svc c start interval retries deadline t0=$SECONDS
+    local svc c start interval retries t0=$SECONDS
     declare -A next limit green
     for svc in "$@"; do
         c=$(ctr "$svc")
@@ -455,7 +456,7 @@ prometheus() {
     py prometheus --prometheus "$PROM" --expect-up origin-1:8080,origin-2:8080 || return 1
     # Grafana's provisioning (no Grafana here): the datasource's URL, from inside the compose
     # network, answers every query of the dashboard.
-    local url queries q failed=0 n=0
+    local url q failed=0 n=0
     url=$("$STATE/venv/bin/python" -c 'import yaml;print(yaml.safe_load(open("deploy/grafana/provisioning/datasources/prometheus.yml"))["datasources"][0]["url"])')
     while IFS= read -r q; do
         n=$((n + 1))
@@ -492,7 +493,7 @@ kill_redis() {
 
 # --- 13. an origin stopped mid-sale ---------------------------------------------------------------------
 stop_origin() {
-    local t0 rc
+    local rc
     py sale --origin "$ORIGIN1" --edge "$EDGE" --sku CHECK-STOP --shoppers 80 --signed-to "$ORIGIN2" \
         --during "podman stop -t 30 $(ctr origin-2)" --stop-log "$LOGS/stop-origin-2.txt" || return 1
     rc=$(podman inspect --format '{{.State.ExitCode}}' "$(ctr origin-2)")
