@@ -92,8 +92,10 @@ dump_logs() {
     for c in $(project_containers); do
         printf '\n[check-containers] --- last log lines of %s (%s)\n' "$c" \
             "$(podman inspect --format '{{.State.Status}} exit={{.State.ExitCode}} health={{.State.Health.Status}}' "$c" 2>/dev/null)" >&2
-        podman logs --tail "${LOG_LINES:-25}" "$c" 2>&1 | sed 's/^/    /' >&2 || true
+        podman logs "$c" >"$LOGS/$c.log" 2>&1 || true
+        tail -n "${LOG_LINES:-25}" "$LOGS/$c.log" | sed 's/^/    /' >&2
     done
+    log "the whole logs: .local/containers/logs/${PROJECT}_*.log"
 }
 teardown() {
     local rc=$?
