@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 bash scripts/services.sh --test-tools
 bash scripts/edge-toolchain.sh
 
+echo "== edge: the sale page's solver bundle is fresh (altcha-lib as pinned; regenerate: bash scripts/sale-worker-bundle.sh)"
+bash scripts/sale-worker-bundle.sh --check
+
 echo "== edge: native policy tests"
 cargo test -p edge --locked
 

@@ -132,16 +132,28 @@ fn order_cancel() {}
 /// hash in its `Content-Security-Policy`; no third-party request) that shows the SKU, counts
 /// down to `starts_at` on the edge's clock and buys through `POST /v1/purchases` with one
 /// Idempotency-Key per intent. Session: the `flashgate_session` cookie, or (local demos) a
-/// `#token=` URL fragment.
+/// `#token=` URL fragment. A sale with `proof_of_work`: the page solves its challenges in a Web
+/// Worker running `GET /sale-worker.js`.
 #[utoipa::path(
     get, path = "/sale/{sku}", tag = "sale page",
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
     responses(
-        (status = 200, description = "The page (`text/html`), the same for every SKU and shopper: `Content-Security-Policy` (`default-src 'none'`, script and style by SHA-256, `connect-src 'self'`, `frame-ancestors 'none'`, Trusted Types), `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`, `Cache-Control: public, max-age=60`", content_type = "text/html"),
+        (status = 200, description = "The page (`text/html`), the same for every SKU and shopper: `Content-Security-Policy` (`default-src 'none'`, script and style by SHA-256, `connect-src 'self'`, `worker-src 'self'`, `frame-ancestors 'none'`, Trusted Types required with one policy, `flashgate-worker`, which only makes the solver's URL), `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`, `Cache-Control: public, max-age=60`", content_type = "text/html"),
         (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 fn sale_page() {}
+
+/// The sale page's proof-of-work solver: the script of a dedicated Web Worker, ALTCHA's own v1
+/// solver (`altcha-lib`, pinned, bundled) with a small driver that solves a slice of the numbers
+/// in chunks and reports its progress between them. Embedded in the Worker; no I/O.
+#[utoipa::path(
+    get, path = "/sale-worker.js", tag = "sale page",
+    responses(
+        (status = 200, description = "The script (`text/javascript`), the same for everyone: its own `Content-Security-Policy: default-src 'none'; require-trusted-types-for 'script'; trusted-types 'none'` (it loads and connects to nothing), `X-Content-Type-Options: nosniff`, `Cache-Control: public, max-age=60`", content_type = "text/javascript"),
+    )
+)]
+fn sale_worker() {}
 
 /// Joins the SKU's waiting room (joining again keeps the place) and answers where the shopper
 /// stands; when admitted, the answer carries the `pass` purchases need.
@@ -225,7 +237,7 @@ fn openapi_json() {}
             with a stable `code`; 429 and 503 carry Retry-After.",
         license(name = "Apache-2.0")
     ),
-    paths(purchase, challenge, order, order_cancel, sku_view, queue_join, queue_poll, queue_stats, sale_page, warmup, healthz, readyz, openapi_json),
+    paths(purchase, challenge, order, order_cancel, sku_view, queue_join, queue_poll, queue_stats, sale_page, sale_worker, warmup, healthz, readyz, openapi_json),
     components(schemas(
         shared::PurchaseRequest,
         shared::PurchaseResponse,

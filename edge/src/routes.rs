@@ -37,6 +37,8 @@ pub enum Route {
     OpenApi,
     /// `GET /sale/{sku}`: the sale page, with the raw (unvalidated) path segment.
     SalePage(String),
+    /// `GET /sale-worker.js`: the sale page's proof-of-work solver (a Web Worker's script).
+    SaleWorker,
     /// Known path, other method; `Allow` lists the methods.
     MethodNotAllowed(&'static str),
     NotFound,
@@ -84,6 +86,13 @@ pub fn route(method: &str, path: &str) -> Route {
         "/openapi.json" => {
             if read {
                 Route::OpenApi
+            } else {
+                Route::MethodNotAllowed("GET, HEAD")
+            }
+        }
+        crate::sale_page::WORKER_PATH => {
+            if read {
+                Route::SaleWorker
             } else {
                 Route::MethodNotAllowed("GET, HEAD")
             }
@@ -171,6 +180,7 @@ pub fn static_reply(route: &Route) -> Option<Reply> {
             Some(Reply::json(200, OPENAPI_JSON).with_header("cache-control", "public, max-age=300"))
         }
         Route::SalePage(sku) => Some(crate::sale_page::reply(sku)),
+        Route::SaleWorker => Some(crate::sale_page::worker_reply()),
         Route::Readyz
         | Route::Purchase
         | Route::SkuView(_)
@@ -244,6 +254,18 @@ mod tests {
         );
         assert_eq!(route("GET", "/sale/"), Route::NotFound);
         assert_eq!(route("GET", "/sale/A/b"), Route::NotFound);
+        assert_eq!(route("GET", "/sale-worker.js"), Route::SaleWorker);
+        assert_eq!(route("HEAD", "/sale-worker.js"), Route::SaleWorker);
+        assert_eq!(
+            route("POST", "/sale-worker.js"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        // Under /sale/ any name is a SKU's page, never the worker.
+        assert_eq!(
+            route("GET", "/sale/sale-worker.js"),
+            Route::SalePage("sale-worker.js".into())
+        );
+        assert_eq!(route("GET", "/sale-worker.js/x"), Route::NotFound);
     }
 
     #[test]
@@ -321,6 +343,12 @@ mod tests {
         assert_eq!(static_reply(&Route::Purchase), None);
         let page = static_reply(&Route::SalePage("A".into())).expect("page");
         assert_eq!(page.status, 200, "the page needs no settings and no I/O");
+        let worker = static_reply(&Route::SaleWorker).expect("worker");
+        assert_eq!(
+            (worker.status, worker.header("content-type")),
+            (200, Some("text/javascript; charset=utf-8")),
+            "the solver's script needs no settings and no I/O either"
+        );
         assert_eq!(
             static_reply(&Route::Readyz),
             None,

@@ -41,6 +41,7 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
         ("get", "/v1/queue/{sku}"),
         ("get", "/v1/queue/{sku}/stats"),
         ("get", "/sale/{sku}"),
+        ("get", "/sale-worker.js"),
         ("get", "/warmup"),
         ("get", "/healthz"),
         ("get", "/readyz"),
@@ -58,7 +59,7 @@ fn the_description_covers_every_route_and_is_openapi_3_1() {
     }
     assert_eq!(
         doc["paths"].as_object().map(|p| p.len()),
-        Some(12),
+        Some(13),
         "a route was added without documenting it, or the other way round"
     );
 }

@@ -61,6 +61,7 @@ async fn handle(req: &mut Request, env: &Env, ctx: &Context, id: &RequestId) -> 
         Route::Healthz
         | Route::OpenApi
         | Route::SalePage(_)
+        | Route::SaleWorker
         | Route::MethodNotAllowed(_)
         | Route::NotFound => Reply::problem(ErrorCode::NotFound, "no such route"),
     }
