@@ -28,6 +28,17 @@ pub fn bits(pow: ProofOfWork, arrivals_per_sec: f64, peak: u32) -> u8 {
     pow.min_bits.saturating_add(extra).min(pow.max_bits)
 }
 
+/// The hash rate the challenges' lifetime allows for: a low-end phone's browser, about a third of
+/// headless Chromium on this project's 2-core test machine (docs/bot-defence.md).
+pub const SLOWEST_HASHES_PER_SEC: u64 = 20_000;
+
+/// Seconds the slowest shopper's worst case takes at `bits` (all `2^bits` candidates at
+/// [`SLOWEST_HASHES_PER_SEC`]): added to a challenge's lifetime, so a hard challenge cannot
+/// expire while an honest shopper is still solving it (0 below 15 bits).
+pub fn slowest_solve_secs(bits: u8) -> i64 {
+    i64::try_from(max_number(bits) / SLOWEST_HASHES_PER_SEC).unwrap_or(i64::MAX)
+}
+
 /// `maxnumber` of a challenge of `bits` bits.
 pub fn max_number(bits: u8) -> u64 {
     1u64 << u32::from(bits.min(ProofOfWork::MAX_BITS))
@@ -135,6 +146,9 @@ mod tests {
         assert_eq!(max_number(1), 2);
         assert_eq!(max_number(20), 1 << 20);
         assert_eq!(max_number(200), 1 << 30);
+        assert_eq!(slowest_solve_secs(10), 0);
+        assert_eq!(slowest_solve_secs(20), 52);
+        assert_eq!(slowest_solve_secs(24), 838);
     }
 
     #[test]

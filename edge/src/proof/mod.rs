@@ -70,8 +70,9 @@ pub enum ProofError {
 /// them from a CSPRNG: a predictable number would be no work at all.
 pub type Entropy = [u8; 20];
 
-/// A challenge of `bits` bits for `expected`, valid until `now_s + ttl_s`, signed with the current
-/// key of `ring`.
+/// A challenge of `bits` bits for `expected`, valid for `ttl_s` plus the time the slowest
+/// shopper's worst case takes ([`difficulty::slowest_solve_secs`]), signed with the current key
+/// of `ring`.
 pub fn issue(
     ring: &SecretRing,
     expected: Expected<'_>,
@@ -82,7 +83,9 @@ pub fn issue(
 ) -> Challenge {
     let (kid, key) = ring.current();
     let binding = Binding {
-        expires_s: now_s.saturating_add(i64::from(ttl_s)),
+        expires_s: now_s
+            .saturating_add(i64::from(ttl_s))
+            .saturating_add(difficulty::slowest_solve_secs(bits)),
         kid: kid.clone(),
         purpose: expected.purpose,
         sku: expected.sku.to_owned(),

@@ -49,7 +49,8 @@ fn a_challenge_issued_here_is_the_one_altcha_lib_makes() {
         &ring(),
         alice_purchase(),
         20,
-        1_800_000_000 - 120,
+        // Its lifetime is the TTL plus the slowest shopper's worst case at 20 bits.
+        1_800_000_000 - 120 - difficulty::slowest_solve_secs(20),
         120,
         entropy("0123456789abcdef01234567", 123_456),
     );
@@ -225,9 +226,10 @@ fn an_issued_challenge_is_as_hard_as_its_bits_and_expires_after_its_ttl() {
         let s = altcha::solve(&c).expect("within maxnumber");
         assert!((1..=c.maxnumber).contains(&s.number));
         let header = s.encode();
-        assert!(check(&ring(), Some(&header), alice_purchase(), NOW_MS + 120_000).is_ok());
+        let life_ms = (120 + difficulty::slowest_solve_secs(bits)) * 1_000;
+        assert!(check(&ring(), Some(&header), alice_purchase(), NOW_MS + life_ms).is_ok());
         assert_eq!(
-            check(&ring(), Some(&header), alice_purchase(), NOW_MS + 121_000),
+            check(&ring(), Some(&header), alice_purchase(), NOW_MS + life_ms + 1_000),
             Err(ProofError::Expired)
         );
     }
