@@ -26,9 +26,12 @@ COPY scripts/edge-toolchain.sh scripts/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     bash scripts/edge-toolchain.sh
 COPY . .
+# The workspace's own files newer than the cache mount's artifacts: an older checkout would pass
+# for fresh and build a stale or mixed worker (see the Dockerfile).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    bash scripts/edge-build.sh --wasm-only \
+    find Cargo.toml Cargo.lock shared edge -type f -exec touch {} + \
+ && bash scripts/edge-build.sh --wasm-only \
  && test -f edge/build/index.js && test -f edge/build/wrangler.toml
 # The runtime needs only wrangler (and what it depends on) from node_modules: binaryen (wasm-opt,
 # 104 MB) is a build tool and puppeteer-core a test driver. Removed from the tree, not from the
@@ -51,5 +54,6 @@ EXPOSE 8787
 HEALTHCHECK --interval=5s --timeout=3s --start-period=30s --retries=5 \
     CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.EDGE_PORT||8787)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Same flags as scripts/edge-dev.sh, listening on all interfaces; secrets come from the
-# environment (SESSION_SECRET, EDGE_SHARED_SECRET, ADMIN_TOKEN), never from the image.
-CMD ["sh", "-c", "exec node_modules/.bin/wrangler dev --config edge/build/wrangler.toml --ip 0.0.0.0 --port \"$EDGE_PORT\" --show-interactive-dev-session=false --var \"ORIGIN_URL:$ORIGIN_URL\" --var \"SESSION_SECRET:$SESSION_SECRET\" --var \"EDGE_SHARED_SECRET:$EDGE_SHARED_SECRET\" --var \"ADMIN_TOKEN:$ADMIN_TOKEN\""]
+# environment (SESSION_SECRET, EDGE_SHARED_SECRET, ADMIN_TOKEN; optional ROOM_SECRET, POW_SECRET,
+# empty = unset), never from the image.
+CMD ["sh", "-c", "exec node_modules/.bin/wrangler dev --config edge/build/wrangler.toml --ip 0.0.0.0 --port \"$EDGE_PORT\" --show-interactive-dev-session=false --var \"ORIGIN_URL:$ORIGIN_URL\" --var \"SESSION_SECRET:$SESSION_SECRET\" --var \"EDGE_SHARED_SECRET:$EDGE_SHARED_SECRET\" --var \"ADMIN_TOKEN:$ADMIN_TOKEN\" --var \"ROOM_SECRET:${ROOM_SECRET:-}\" --var \"POW_SECRET:${POW_SECRET:-}\""]

@@ -278,7 +278,7 @@ hygiene() {
         if [[ -z $found ]]; then ok "$img has no build toolchain (no cargo, rustc, gcc, cc, ld, make, worker-build, wasm-bindgen, wasm-opt, puppeteer)"; else bad "$img carries build tools: ${found//$'\n'/ }" || failed=1; fi
         local envs
         envs=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$img")
-        if grep -Eq '^(SESSION_SECRETS?|EDGE_SHARED_SECRETS?|ADMIN_TOKENS?|ROOM_SECRETS?|LOG_HASH_KEY|POSTGRES_PASSWORD|DATABASE_URL)=' <<<"$envs"; then
+        if grep -Eq '^(SESSION_SECRETS?|EDGE_SHARED_SECRETS?|ADMIN_TOKENS?|ROOM_SECRETS?|POW_SECRETS?|LOG_HASH_KEY|POSTGRES_PASSWORD|DATABASE_URL)=' <<<"$envs"; then
             bad "$img bakes a secret into its environment" || failed=1
         else ok "$img bakes no secret into its environment"; fi
     done
@@ -333,8 +333,9 @@ prepare_run() {
     export CHECK_ORIGIN1_PORT=${ports[0]} CHECK_ORIGIN2_PORT=${ports[1]} CHECK_EDGE_PORT=${ports[2]} \
         CHECK_PROMETHEUS_PORT=${ports[3]} CHECK_GRAFANA_PORT=${ports[4]}
     # Fresh secrets per run, in the environment only (compose interpolates them).
-    export SESSION_SECRET EDGE_SHARED_SECRET ADMIN_TOKEN POSTGRES_PASSWORD LOG_HASH_KEY
+    export SESSION_SECRET EDGE_SHARED_SECRET ADMIN_TOKEN POSTGRES_PASSWORD LOG_HASH_KEY POW_SECRET
     SESSION_SECRET=$(openssl rand -hex 24)
+    POW_SECRET=$(openssl rand -hex 24)
     EDGE_SHARED_SECRET=$(openssl rand -hex 24)
     ADMIN_TOKEN=$(openssl rand -hex 24)
     POSTGRES_PASSWORD=$(openssl rand -hex 16)

@@ -152,6 +152,19 @@ def cmd_shop(a):
     if status != 200 or stored.get("order_id") != order["order_id"]:
         fail(f"GET /v1/orders/{order['order_id']} answered {status}: {stored}")
     say(f"the origin has the order (GET /v1/orders/{{id}}: {stored.get('status')})")
+    # The edge container holds its optional POW_SECRET: a SKU with a proof of work gets a
+    # challenge (a 503 would mean the secret did not reach the worker).
+    pow_sku = f"{a.sku}-POW"
+    status, _, _ = admin("PUT", f"{a.origin}/v1/admin/skus/{pow_sku}",
+                         {"name": "Check proof of work", "price_cents": 1000, "stock": 1,
+                          "max_per_user": 1, "proof_of_work": {"min_bits": 4, "max_bits": 8}})
+    if status != 200:
+        fail(f"PUT /v1/admin/skus/{pow_sku} with a proof of work answered {status}")
+    status, _, challenge = http("GET", f"{a.edge}/v1/challenge?sku={pow_sku}",
+                                headers={"Authorization": f"Bearer {token}"})
+    if status != 200 or not isinstance(challenge, dict) or challenge.get("algorithm") != "SHA-256":
+        fail(f"GET /v1/challenge?sku={pow_sku} answered {status}: {challenge}")
+    say(f"GET /v1/challenge through the edge container: 200, an ALTCHA challenge of maxnumber {challenge['maxnumber']}")
 
 
 def cmd_sale(a):
