@@ -74,8 +74,9 @@ pub(crate) struct ScalpersArgs {
     #[arg(long, default_value_t = 2000)]
     honest_jitter_ms: u64,
     /// Candidates per second an honest shopper's browser hashes: headless Chromium 156 on this
-    /// machine, altcha-lib's v1 solver (`node bench/scalpers/pow-rate.mjs`, docs/benchmarks.md).
-    #[arg(long, default_value_t = 100_000.0)]
+    /// machine, altcha-lib's v1 solver, median of 5 × 200,001 candidates at load 0.6
+    /// (`node bench/scalpers/pow-rate.mjs`, 2026-12-03; docs/benchmarks.md).
+    #[arg(long, default_value_t = 129_000.0)]
     honest_hashes_per_sec: f64,
     /// How the honest shoppers' search is done on this machine.
     #[arg(long, value_enum, default_value = "native")]
