@@ -9,7 +9,12 @@
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
 //! file descriptors. Every run verifies the invariants against the database and exits non-zero
 //! on a violation. `bench holds` runs the hot SKU without and with holds (abandoned or paid by
-//! signed Stripe-style webhooks) in one cluster. `bench serve-ceiling` and `bench serve-redis-lua` are the servers `compare`
+//! signed Stripe-style webhooks) in one cluster. `bench scalpers` starts its own stack (the
+//! origin and the built worker in workerd through `wrangler dev`) and runs the same sale twice,
+//! the edge's bot defences off and on: 1,000 honest shoppers, each from a /24 of its own and
+//! solving at a browser's pace, against a farm of 1,000 accounts behind 8 /24s solving natively
+//! on one core — the honest shoppers' share, the farm's CPU-seconds per unit and the latency the
+//! defences add. `bench serve-ceiling` and `bench serve-redis-lua` are the servers `compare`
 //! starts.
 
 mod books;
@@ -19,6 +24,7 @@ mod plot;
 mod procstat;
 mod report;
 mod sale;
+mod scalpers;
 mod serve;
 mod soak;
 mod targets;
@@ -121,6 +127,11 @@ enum Command {
     /// webhooks: throughput beside each other, expiry lag, every abandoned unit sold again,
     /// books balanced at every sample.
     Holds(holds::HoldsArgs),
+    /// Start the origin and the built edge (wrangler dev) and run the same sale with the bot
+    /// defences off and on: honest shoppers (one /24 each, solving at a browser's pace) against
+    /// a farm of accounts behind a few /24s (solving on one core): the honest share, the farm's
+    /// CPU-seconds per unit, the honest shoppers' added latency; fails on an oversell or a 5xx.
+    Scalpers(scalpers::ScalpersArgs),
 }
 
 /// The shape of the sale.
@@ -179,6 +190,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Holds(args) => {
             let command_line = std::env::args().collect::<Vec<_>>().join(" ");
             holds::run(&args, &command_line).await?
+        }
+        Command::Scalpers(args) => {
+            let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+            if !scalpers::run(&args, &command_line).await? {
+                eprintln!("SCALPERS FAILED: an oversell, a books violation or a 5xx — see above");
+                std::process::exit(2);
+            }
+            true
         }
         Command::Run {
             sale,

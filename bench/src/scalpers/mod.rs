@@ -1,0 +1,267 @@
+//! `bench scalpers`: the honest shoppers' share of a flash sale against a scalper farm, with the
+//! edge's bot defences (docs/bot-defence.md) off and on, in the same run (issue 28).
+//!
+//! One stack ([`stack`]: a fresh database, Redis, one origin, the BUILT worker in workerd through
+//! `wrangler dev`) and, per connection mode (`--connections`: cold, warm), the same sale twice on
+//! two fresh SKUs ([`sale`]), one after the other: **defence OFF** (no `proof_of_work`, no
+//! `network_limits`) and **defence ON** (`proof_of_work: {min_bits, max_bits}` and
+//! `network_limits: {units, window_secs}`). Each sale: `--stock` units, `max_per_user`
+//! `--max-per-user`, `starts_at` `--lead-secs` ahead; then
+//!
+//! - `--honest` honest shoppers ([`honest`]), each with its own account and its own loopback
+//!   address in a /24 of its own ([`addresses`]), each a separate client (its connection is cold
+//!   by construction; warm: opened before the start), one purchase intent each, clicking at the
+//!   start plus a jitter (uniform in `0..=--honest-jitter-ms`, the same crowd for every sale of a
+//!   run), solving at the pace of a headless-Chromium browser (`--honest-hashes-per-sec`);
+//! - a farm ([`farm`]) of `--farm-accounts` accounts behind `--farm-networks` /24s, firing at
+//!   the start, pre-connected, as aggressive as pays off, ALL its proof-of-work solving on ONE
+//!   OS thread ([`solver`]) whose CPU time is the farm's cost.
+//!
+//! Reported ([`report`]), OFF and ON side by side: the honest shoppers' units and share, the
+//! farm's units and CPU-seconds per unit, the honest shoppers' end-to-end latency p50/p99 and the
+//! latency the defence added (ON − OFF), their solve times, every answer by side and call, and
+//! the books against the database. Exits non-zero on an oversell (or any books violation) or a
+//! 5xx. Not a CI test: docs/benchmarks.md records a run.
+
+mod addresses;
+mod client;
+mod farm;
+mod honest;
+mod report;
+mod sale;
+mod solver;
+mod stack;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+pub(crate) use crate::targets::Connections;
+use report::SaleOutcome;
+use sale::Defence;
+use stack::{EdgeSettings, Stack};
+
+/// How the honest shoppers' browsers are emulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum HonestSolver {
+    /// Search natively (the edge's solver) on a solver thread of their own, then wait until the
+    /// browser would have found it.
+    Native,
+    /// Make the solution with the edge's key instead of searching, and wait as long as the
+    /// browser's search would have taken: no CPU on this machine (see `solver::mint`).
+    Minted,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ScalpersArgs {
+    /// Units on sale.
+    #[arg(long, default_value_t = 500)]
+    stock: i64,
+    /// The SKU's `max_per_user`.
+    #[arg(long, default_value_t = 1)]
+    max_per_user: i64,
+    /// Honest shoppers (one account, one address, one /24 each).
+    #[arg(long, default_value_t = 1000)]
+    honest: usize,
+    /// The farm's accounts.
+    #[arg(long, default_value_t = 1000)]
+    farm_accounts: usize,
+    /// The farm's /24 networks (127.66.0–N.x).
+    #[arg(long, default_value_t = 8)]
+    farm_networks: usize,
+    /// Honest shoppers click at the start plus a uniform random delay of up to this.
+    #[arg(long, default_value_t = 2000)]
+    honest_jitter_ms: u64,
+    /// Candidates per second an honest shopper's browser hashes: headless Chromium 156 on this
+    /// machine, altcha-lib's v1 solver, median of 5 × 200,001 candidates at load 0.6
+    /// (`node bench/scalpers/pow-rate.mjs`, 2026-12-03; docs/benchmarks.md).
+    #[arg(long, default_value_t = 129_000.0)]
+    honest_hashes_per_sec: f64,
+    /// How the honest shoppers' search is done on this machine.
+    #[arg(long, value_enum, default_value = "native")]
+    honest_solver: HonestSolver,
+    /// `proof_of_work.min_bits` of the defended sale (the quiet sale's work).
+    #[arg(long, default_value_t = 10)]
+    min_bits: u8,
+    /// `proof_of_work.max_bits` of the defended sale (the peak's work).
+    #[arg(long, default_value_t = 16)]
+    max_bits: u8,
+    /// `network_limits.units` of the defended sale: units one /24 may buy per window.
+    #[arg(long, default_value_t = 5)]
+    network_units: u32,
+    /// `network_limits.window_secs` of the defended sale.
+    #[arg(long, default_value_t = 3600)]
+    network_window_secs: u32,
+    /// The farm retries a `429 network_limit` with `Retry-After: 1` after this share of it, on
+    /// average.
+    #[arg(long, default_value_t = 0.25)]
+    farm_retry_share: f64,
+    /// Connection modes of the honest shoppers, comma-separated: cold (opened at the click) and/or
+    /// warm (opened before the start). The farm always connects before the start.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cold,warm")]
+    connections: Vec<Connections>,
+    /// The edge's per-user rate limit: attempts per window (the production default).
+    #[arg(long, default_value_t = 5)]
+    rate_limit_quota: u32,
+    /// The edge's per-user rate limit window.
+    #[arg(long, default_value_t = 10)]
+    rate_limit_window_secs: u32,
+    /// The edge's `POW_PEAK_ARRIVALS_PER_SEC` (challenges per second at which max_bits is asked).
+    #[arg(long, default_value_t = 50)]
+    pow_peak: u32,
+    /// The sale starts this long after it is put on sale (clients are made before).
+    #[arg(long, default_value_t = 5)]
+    lead_secs: u64,
+    /// Nobody starts a request later than this after the start.
+    #[arg(long, default_value_t = 60)]
+    max_seconds: u64,
+    /// Seed of the honest shoppers' clicks.
+    #[arg(long, default_value_t = 28)]
+    seed: u64,
+    /// Independent Redis nodes of the origin.
+    #[arg(long, default_value_t = 3)]
+    redis_nodes: usize,
+    /// The origin binary (`cargo build --release -p origin`).
+    #[arg(long, default_value = "target/release/origin")]
+    origin_bin: PathBuf,
+    /// The built worker (`bash scripts/edge-build.sh --wasm-only`).
+    #[arg(long, default_value = "edge/build")]
+    edge_build: PathBuf,
+    /// wrangler (`npm ci`).
+    #[arg(long, default_value = "node_modules/.bin/wrangler")]
+    wrangler: PathBuf,
+    /// Postgres server URL (a fresh database is created per run).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    postgres: String,
+    /// Where the run's JSON goes (`<out-dir>/scalpers.json`).
+    #[arg(long, default_value = "target/bench")]
+    out_dir: PathBuf,
+}
+
+impl ScalpersArgs {
+    fn defence(&self) -> anyhow::Result<Defence> {
+        shared::ProofOfWork::new(self.min_bits, self.max_bits).with_context(|| {
+            format!(
+                "--min-bits {} --max-bits {}: want 1 ≤ min ≤ max ≤ 30",
+                self.min_bits, self.max_bits
+            )
+        })?;
+        anyhow::ensure!(self.network_units > 0, "--network-units must be at least 1");
+        Ok(Defence {
+            min_bits: self.min_bits,
+            max_bits: self.max_bits,
+            units: self.network_units,
+            window_secs: self.network_window_secs,
+        })
+    }
+}
+
+/// Runs `bench scalpers`; `Ok(true)` when no books were violated and nothing answered 5xx.
+pub(crate) async fn run(args: &ScalpersArgs, command_line: &str) -> anyhow::Result<bool> {
+    let defence = args.defence()?;
+    anyhow::ensure!(
+        args.stock > 0 && args.max_per_user > 0,
+        "--stock and --max-per-user must be positive"
+    );
+    anyhow::ensure!(args.farm_networks > 0, "--farm-networks must be at least 1");
+    anyhow::ensure!(!args.connections.is_empty(), "--connections needs a mode");
+    anyhow::ensure!(
+        args.honest_hashes_per_sec > 0.0,
+        "--honest-hashes-per-sec must be positive"
+    );
+    let load_before = crate::procstat::load_average();
+    let edge = EdgeSettings {
+        build_dir: args.edge_build.clone(),
+        wrangler: args.wrangler.clone(),
+        rate_quota: args.rate_limit_quota,
+        rate_window_secs: args.rate_limit_window_secs,
+        pow_peak: args.pow_peak,
+    };
+    eprintln!(
+        "== starting the stack: Postgres database, {} Redis node(s), one origin, wrangler dev",
+        args.redis_nodes
+    );
+    let stack = Stack::start(&args.origin_bin, &args.postgres, args.redis_nodes, &edge).await?;
+    let sales = sales(&stack, args, defence).await;
+    let passed = sales.as_ref().is_ok_and(|s| {
+        s.iter()
+            .all(|s| s.invariants.ok() && s.server_errors() == 0)
+    });
+    stack.stop(passed).await;
+    let sales = sales?;
+    let load_after = crate::procstat::load_average();
+    let load = format!("{load_before} before, {load_after} after");
+
+    println!("# bench scalpers");
+    println!("command: {command_line}");
+    println!(
+        "machine: {} CPU(s); load average (1 min) {load}",
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
+    );
+    println!(
+        "sale: {} units, max_per_user {}, {} honest shoppers (one /24 each, clicks over 0–{} ms, browser at {:.0} candidates/s, {:?} search) against {} farm accounts behind {} /24s (one solver thread); edge rate limit {} per {} s, POW_PEAK_ARRIVALS_PER_SEC {}",
+        args.stock,
+        args.max_per_user,
+        args.honest,
+        args.honest_jitter_ms,
+        args.honest_hashes_per_sec,
+        args.honest_solver,
+        args.farm_accounts,
+        args.farm_networks,
+        args.rate_limit_quota,
+        args.rate_limit_window_secs,
+        args.pow_peak
+    );
+    println!(
+        "defence ON: proof_of_work {{min_bits: {}, max_bits: {}}}, network_limits {{units: {}, window_secs: {}}}; OFF: neither",
+        defence.min_bits, defence.max_bits, defence.units, defence.window_secs
+    );
+    println!(
+        "connections: every honest shopper is a separate client from its own address: cold = opened at its click (inside its latency), warm = opened before the start; the farm's are always opened before the start\n"
+    );
+    print!("{}", report::table(&sales));
+    println!();
+    print!("{}", report::details(&sales));
+    println!("\n## goals");
+    let goals = report::goals(&sales);
+    for (line, met) in &goals {
+        println!("{} {line}", if *met { "MET   " } else { "MISSED" });
+    }
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    let path = args.out_dir.join("scalpers.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&report::json(&sales, command_line, &load))?,
+    )
+    .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(sales
+        .iter()
+        .all(|s| s.invariants.ok() && s.server_errors() == 0))
+}
+
+/// Per connection mode, the undefended sale then the defended one.
+async fn sales(
+    stack: &Stack,
+    args: &ScalpersArgs,
+    defence: Defence,
+) -> anyhow::Result<Vec<SaleOutcome>> {
+    let mut out = Vec::new();
+    for &mode in &args.connections {
+        for (name, d) in [("off", None), ("on", Some(defence))] {
+            eprintln!("== {mode} connections, defence {}", name.to_uppercase());
+            let outcome = sale::run(stack, args, name, d, mode).await?;
+            eprintln!(
+                "   honest {} + farm {} units of {}; {} 5xx",
+                outcome.honest_units,
+                outcome.farm_units,
+                outcome.stock,
+                outcome.server_errors()
+            );
+            out.push(outcome);
+        }
+    }
+    Ok(out)
+}
