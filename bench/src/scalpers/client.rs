@@ -82,7 +82,18 @@ async fn read(result: Result<reqwest::Response, reqwest::Error>) -> Answer {
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let code = (!(200..300).contains(&status))
         .then(|| body["code"].as_str().map(str::to_owned))
-        .flatten();
+        .flatten()
+        // An answer that is not the edge's problem+json (from the runtime in front of it): its
+        // first words, so the report says who answered.
+        .or_else(|| {
+            (status >= 500).then(|| {
+                let text = String::from_utf8_lossy(&bytes);
+                format!(
+                    "(not problem+json: {})",
+                    text.chars().take(48).collect::<String>().trim()
+                )
+            })
+        });
     Answer {
         status,
         code,

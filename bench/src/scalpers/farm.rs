@@ -1,7 +1,8 @@
 //! The scalper farm: 1,000 accounts (each with its own token and address) behind a few /24s, as
 //! aggressive as pays off. Every account fires at the start and keeps buying with a fresh
-//! Idempotency-Key per attempt until it holds `max_per_user`, the sale is sold out or its network
-//! is spent:
+//! Idempotency-Key per attempt (the same one again after a `503` or a dropped connection, as the
+//! contract asks: the origin may have decided it) until it holds `max_per_user`, the sale is sold
+//! out or its network is spent:
 //!
 //! - with a proof of work, each attempt that reaches the shopper's gate spends its proof, so the
 //!   account fetches and solves a new challenge; ALL the farm's solving goes through ONE solver
@@ -81,6 +82,9 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
     tokio::time::sleep_until(ctx.start.into()).await;
     let mut proof: Option<String> = None;
     let mut bought = 0;
+    // A key is kept across a 503 or a dropped connection, as the contract asks (the origin may
+    // have decided it: the retry replays the answer); every other answer takes a new one.
+    let mut key = uuid::Uuid::new_v4().to_string();
     while Instant::now() < ctx.deadline && !farm.stopped(&me) {
         if ctx.defended && proof.is_none() {
             farm.challenges.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +117,6 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
                 }
             }
         }
-        let key = uuid::Uuid::new_v4().to_string();
         let answer = client::purchase(
             &me.client,
             &ctx.edge,
@@ -124,6 +127,9 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
         )
         .await;
         ctx.farm.add(Call::Purchase, &answer);
+        if !matches!(answer.status, 0 | 503) {
+            key = uuid::Uuid::new_v4().to_string();
+        }
         // Refusals decided before the shopper's gate leave the proof unspent.
         let unspent = answer.is(429, "network_limit")
             || answer.is(409, "not_started")

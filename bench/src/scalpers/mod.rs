@@ -40,7 +40,7 @@ use clap::Args;
 pub(crate) use crate::targets::Connections;
 use report::SaleOutcome;
 use sale::Defence;
-use stack::{EdgeSettings, Stack};
+use stack::{EdgeRuntime, EdgeSettings, Stack};
 
 /// How the honest shoppers' browsers are emulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -128,6 +128,10 @@ pub(crate) struct ScalpersArgs {
     /// The built worker (`bash scripts/edge-build.sh --wasm-only`).
     #[arg(long, default_value = "edge/build")]
     edge_build: PathBuf,
+    /// How the built worker runs in workerd: Miniflare alone (the default; see its doc) or
+    /// `wrangler dev`.
+    #[arg(long, value_enum, default_value = "miniflare")]
+    edge_runtime: EdgeRuntime,
     /// wrangler (`npm ci`).
     #[arg(long, default_value = "node_modules/.bin/wrangler")]
     wrangler: PathBuf,
@@ -174,13 +178,14 @@ pub(crate) async fn run(args: &ScalpersArgs, command_line: &str) -> anyhow::Resu
     let edge = EdgeSettings {
         build_dir: args.edge_build.clone(),
         wrangler: args.wrangler.clone(),
+        runtime: args.edge_runtime,
         rate_quota: args.rate_limit_quota,
         rate_window_secs: args.rate_limit_window_secs,
         pow_peak: args.pow_peak,
     };
     eprintln!(
-        "== starting the stack: Postgres database, {} Redis node(s), one origin, wrangler dev",
-        args.redis_nodes
+        "== starting the stack: Postgres database, {} Redis node(s), one origin, the edge in workerd ({:?})",
+        args.redis_nodes, args.edge_runtime
     );
     let stack = Stack::start(&args.origin_bin, &args.postgres, args.redis_nodes, &edge).await?;
     let sales = sales(&stack, args, defence).await;

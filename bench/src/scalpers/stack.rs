@@ -25,9 +25,22 @@ const ROOM_SECRET: &str = "bench-room-secret-0123456789";
 pub(super) struct EdgeSettings {
     pub(super) build_dir: PathBuf,
     pub(super) wrangler: PathBuf,
+    pub(super) runtime: EdgeRuntime,
     pub(super) rate_quota: u32,
     pub(super) rate_window_secs: u32,
     pub(super) pow_peak: u32,
+}
+
+/// How the built worker is run in workerd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum EdgeRuntime {
+    /// Miniflare alone (`edge/e2e/miniflare.mjs`): the same workerd, wasm, Durable Objects and
+    /// Cache API, without wrangler's dev proxy in front (which, under this load, answers a raw
+    /// `503 Your worker restarted mid-request` for any request whose forward to the worker fails)
+    /// and without the DevTools inspector; a deployed worker has neither.
+    Miniflare,
+    /// `wrangler dev`, as the e2e suite runs it.
+    Wrangler,
 }
 
 /// The running stack.
@@ -173,23 +186,44 @@ async fn start_edge(
         ("POW_PEAK_ARRIVALS_PER_SEC", edge.pow_peak.to_string()),
     ];
     let log = std::fs::File::create(dir.join("wrangler.log"))?;
-    let mut command = Command::new(&edge.wrangler);
-    command
-        .arg("dev")
-        .arg("--config")
-        .arg(edge.build_dir.join("wrangler.toml"))
-        .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--inspector-port", &inspector.to_string()])
-        .arg("--persist-to")
-        .arg(dir.join("edge-state"))
-        .args([
-            "--show-interactive-dev-session=false",
-            "--log-level",
-            "warn",
-        ]);
-    for (name, value) in &vars {
-        command.args(["--var", &format!("{name}:{value}")]);
-    }
+    let mut command = match edge.runtime {
+        EdgeRuntime::Wrangler => {
+            let mut command = Command::new(&edge.wrangler);
+            command
+                .arg("dev")
+                .arg("--config")
+                .arg(edge.build_dir.join("wrangler.toml"))
+                .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--inspector-port", &inspector.to_string()])
+                .arg("--persist-to")
+                .arg(dir.join("edge-state"))
+                .args([
+                    "--show-interactive-dev-session=false",
+                    "--log-level",
+                    "warn",
+                ]);
+            for (name, value) in &vars {
+                command.args(["--var", &format!("{name}:{value}")]);
+            }
+            command
+        }
+        EdgeRuntime::Miniflare => {
+            let vars: serde_json::Map<String, serde_json::Value> = vars
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), value.clone().into()))
+                .collect();
+            let mut command = Command::new("node");
+            command
+                .arg("edge/e2e/miniflare.mjs")
+                .arg("--build")
+                .arg(&edge.build_dir)
+                .args(["--port", &port.to_string()])
+                .arg("--persist")
+                .arg(dir.join("edge-state"))
+                .args(["--vars", &serde_json::Value::Object(vars).to_string()]);
+            command
+        }
+    };
     let child = command
         .env("WRANGLER_SEND_METRICS", "false")
         .stdin(Stdio::null())
@@ -212,7 +246,8 @@ async fn start_edge(
             if let Ok(Some(status)) = child.try_wait() {
                 process.stop().await;
                 anyhow::bail!(
-                    "wrangler dev exited with {status}; see {}",
+                    "the edge ({:?}) exited with {status}; see {}",
+                    edge.runtime,
                     dir.join("wrangler.log").display()
                 );
             }
@@ -229,7 +264,8 @@ async fn start_edge(
     }
     process.stop().await;
     anyhow::bail!(
-        "wrangler dev not ready after 60 s; see {}",
+        "the edge ({:?}) not ready after 60 s; see {}",
+        edge.runtime,
         dir.join("wrangler.log").display()
     )
 }

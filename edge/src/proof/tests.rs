@@ -229,7 +229,12 @@ fn an_issued_challenge_is_as_hard_as_its_bits_and_expires_after_its_ttl() {
         let life_ms = (120 + difficulty::slowest_solve_secs(bits)) * 1_000;
         assert!(check(&ring(), Some(&header), alice_purchase(), NOW_MS + life_ms).is_ok());
         assert_eq!(
-            check(&ring(), Some(&header), alice_purchase(), NOW_MS + life_ms + 1_000),
+            check(
+                &ring(),
+                Some(&header),
+                alice_purchase(),
+                NOW_MS + life_ms + 1_000
+            ),
             Err(ProofError::Expired)
         );
     }
