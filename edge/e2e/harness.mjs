@@ -273,6 +273,12 @@ export class Stack {
     return r.json();
   }
 
+  /** A demo sale of `sku` on the origin, any admin field overridden (starts_at, proof_of_work, …); its name. */
+  async putSale(sku, fields = {}) {
+    await this.putSkuBody(sku, { name: "Demo sneaker", price_cents: 9900, stock: 10, max_per_user: 5, ...fields });
+    return sku;
+  }
+
   /** A fresh SKU (a unique name) put on sale on the origin with `opts` (see `putSku`); its name. */
   async freshSku(opts) {
     const name = unique("SKU");

@@ -5,21 +5,16 @@
 // written to $SALE_PAGE_ARTIFACTS (default: a flashgate-sale-page dir under the OS temp dir).
 //
 //   node --test edge/e2e/browser/        (after scripts/edge-build.sh and cargo build -p origin)
-//   CHROMIUM=/path/to/chromium ...       another Chromium binary (default /usr/bin/chromium)
+//   (edge/e2e/browser/chromium.mjs: which Chromium, where the screenshots go)
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import puppeteer from "puppeteer-core";
 
-import { ADMIN_TOKEN, Stack, tokenFor, unique } from "../harness.mjs";
-
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-export const ARTIFACTS = process.env.SALE_PAGE_ARTIFACTS ?? join(tmpdir(), "flashgate-sale-page");
+import { ARTIFACTS, launchChromium } from "./chromium.mjs";
+import { Stack, tokenFor, unique } from "../harness.mjs";
 
 // A short in-flight timeout (floored by the edge at ORIGIN_TIMEOUT_MS + 1 s = 4 s): a reload
 // abandons its request, whose key may stay in flight at the edge until then.
@@ -29,18 +24,9 @@ let stack;
 let browser;
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} missing: run scripts/services.sh --test-tools (installs Debian's chromium)`);
-  }
-  mkdirSync(ARTIFACTS, { recursive: true });
   stack = new Stack();
   await stack.start(EDGE_VARS);
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // --no-sandbox: the suite runs as root in CI containers, where Chromium's sandbox cannot start.
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"],
-  });
+  browser = await launchChromium();
   console.log(`sale page screenshots: ${ARTIFACTS}`);
 });
 
@@ -50,16 +36,7 @@ after(async () => {
 });
 
 /** PUT a sale on the origin with any fields of the admin API (e.g. starts_at, hold_secs). */
-async function putSale(sku, fields) {
-  const body = { name: "Demo sneaker", price_cents: 9900, stock: 10, max_per_user: 5, ...fields };
-  const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
-    method: "PUT",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  assert.equal(r.status, 200, `PUT ${sku}: ${await r.text()}`);
-  return sku;
-}
+const putSale = (sku, fields) => stack.putSale(sku, fields);
 
 function sql(query) {
   return execFileSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", stack.db, "-Atc", query], { encoding: "utf8" }).trim();

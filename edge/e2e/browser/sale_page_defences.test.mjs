@@ -16,17 +16,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { loadavg, tmpdir } from "node:os";
+import { loadavg } from "node:os";
 import { join } from "node:path";
-import puppeteer from "puppeteer-core";
 import { createChallenge, solveChallenge } from "altcha-lib/v1";
 
-import { ADMIN_TOKEN, POW_KID, POW_SECRET, Stack, requestFrom, tokenFor, unique } from "../harness.mjs";
+import { ARTIFACTS, launchChromium } from "./chromium.mjs";
+import { POW_KID, POW_SECRET, Stack, requestFrom, tokenFor, unique } from "../harness.mjs";
 
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const ARTIFACTS = process.env.SALE_PAGE_ARTIFACTS ?? join(tmpdir(), "flashgate-sale-page");
 const EDGE_VARS = { IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS: "1" };
 /** Low difficulty for the flows (2^4..2^10 candidates): quick even on a loaded 2-core machine. */
 const POW = { min_bits: 4, max_bits: 10 };
@@ -41,18 +39,9 @@ const solves = [];
 const rates = [];
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} missing: run scripts/services.sh --test-tools (installs Debian's chromium)`);
-  }
-  mkdirSync(ARTIFACTS, { recursive: true });
   stack = new Stack();
   await stack.start(EDGE_VARS);
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // As sale_page.test.mjs (--no-sandbox: root in CI containers).
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
@@ -79,13 +68,7 @@ after(async () => {
 
 /** PUT a sale on the origin with any fields of the admin API, then warm it into the edge. */
 async function putSale(sku, fields) {
-  const body = { name: "Demo sneaker", price_cents: 9900, stock: 10, max_per_user: 5, ...fields };
-  const r = await fetch(`${stack.originUrl}/v1/admin/skus/${sku}`, {
-    method: "PUT",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  assert.equal(r.status, 200, `PUT ${sku}: ${await r.text()}`);
+  await stack.putSale(sku, fields);
   const w = await stack.warmup([sku]);
   assert.equal(w.status, 200, w.text);
   return sku;
