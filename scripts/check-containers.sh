@@ -3,7 +3,7 @@
 # deploy/edge.Dockerfile, brings up the stack of docker-compose.yml with podman (both origins,
 # three Redis nodes, Postgres, the edge, Prometheus of the observability profile), sells through it
 # as a shopper would, breaks it (a Redis node killed mid-sale, an origin stopped mid-sale) and tears
-# it all down. Not part of scripts/test.sh: a first run takes about half an hour on 2 cores (the
+# it all down. Not part of scripts/test.sh: a first run takes 15 to 30 minutes on 2 cores (the
 # Rust builds inside the images); docs/development.md has the figures.
 #
 #   bash scripts/check-containers.sh            # needs root; installs what it needs with apt-get
