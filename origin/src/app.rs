@@ -11,6 +11,8 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::auth::Credentials;
+use crate::events::EventTasks;
+use crate::events::metrics::EventMetrics;
 use crate::hold_queue::HoldQueue;
 use crate::metrics::Metrics;
 use crate::orders::OrderService;
@@ -39,6 +41,8 @@ pub struct Application {
     purge: tokio::task::JoinHandle<()>,
     /// The hold expiry loop (`orders::expiry`).
     expiry: tokio::task::JoinHandle<()>,
+    /// The order events' background tasks (`events`).
+    events: crate::events::EventTasks,
 }
 
 impl Application {
@@ -68,8 +72,9 @@ impl Application {
                 .context("running database migrations")?;
         }
         tls::install_crypto_provider();
-        let (metrics, registry) = Metrics::new();
+        let (metrics, mut registry) = Metrics::new();
         let metrics = Arc::new(metrics);
+        let event_metrics = Arc::new(EventMetrics::register(&mut registry));
         let redis_tls =
             RedisTls::load(&settings.redis_tls).context("loading the Redis TLS files")?;
         let clients = redis_tls
@@ -125,6 +130,7 @@ impl Application {
         );
         let orders = OrderService::new(purchases.shared_context());
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
+        let events = EventTasks::start(pool.clone(), &settings.events, event_metrics);
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
         let pseudonyms = match &settings.log_hash_key {
@@ -187,6 +193,7 @@ impl Application {
             http: settings.http.clone(),
             purge,
             expiry,
+            events,
         })
     }
 
@@ -213,6 +220,7 @@ impl Application {
         server::serve(self.listener, app, &self.http, metrics, shutdown).await;
         self.purge.abort();
         self.expiry.abort();
+        drop(self.events);
         // The deciders' pool is the process's own (the request pool may be a caller's): close
         // its connections rather than leave them to the dropped thread.
         let _ = tokio::time::timeout(POOL_CLOSE, decide_pool.close()).await;

@@ -9,6 +9,7 @@
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod events;
 pub mod hold_queue;
 #[cfg(test)]
 mod layout;

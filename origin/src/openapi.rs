@@ -36,7 +36,7 @@ use utoipa::OpenApi;
         shared::RefundRequest
     )),
     modifiers(&Security),
-    tags((name = "purchases"), (name = "orders"), (name = "payments"), (name = "catalogue"), (name = "admin"), (name = "operations"))
+    tags((name = "purchases"), (name = "orders"), (name = "payments"), (name = "events"), (name = "webhooks"), (name = "catalogue"), (name = "admin"), (name = "operations"))
 )]
 pub struct ApiDoc;
 

@@ -19,7 +19,10 @@
 //! - `refund_due` orders (a payment that came after its hold expired, with no unit left): listed
 //!   until refunded;
 //! - every paid order has its payment record (`order_payments`);
-//! - no hold is more than a minute past its `expires_at` (a stuck expiry timer).
+//! - no hold is more than a minute past its `expires_at` (a stuck expiry timer);
+//! - every order's events tell its story (issue 34): its last event (in feed order) carries its
+//!   state and its count of events, and its sequence numbers run without a gap from 1 — or from
+//!   where the retention purge stopped.
 //!
 //! The queries themselves live in the store layer (`store::books`); this module turns their rows
 //! into the report.
@@ -82,6 +85,17 @@ pub enum Discrepancy {
     PaidWithoutPayment { order_id: String, sku: String },
     /// A hold more than a minute past its `expires_at`.
     StuckHold { order_id: String, sku: String },
+    /// An order whose kept events disagree with it (see the module docs).
+    OrderEvents {
+        order_id: String,
+        status: String,
+        event_seq: i32,
+        kept: i64,
+        first: Option<i32>,
+        highest: Option<i32>,
+        last_sequence: Option<i32>,
+        last_status: Option<String>,
+    },
 }
 
 impl fmt::Display for Discrepancy {
@@ -161,6 +175,27 @@ impl fmt::Display for Discrepancy {
                 f,
                 "sku {sku}: hold {order_id} is more than 60 s past its expires_at (stuck expiry)"
             ),
+            Self::OrderEvents {
+                order_id,
+                status,
+                event_seq,
+                kept,
+                first,
+                highest,
+                last_sequence,
+                last_status,
+            } => {
+                let n = |v: &Option<i32>| v.map_or("-".to_owned(), |v| v.to_string());
+                write!(
+                    f,
+                    "order {order_id} is {status} after {event_seq} events, but its events kept \
+                     ({kept}, sequence {} to {}) end with sequence {} ({})",
+                    n(first),
+                    n(highest),
+                    n(last_sequence),
+                    last_status.as_deref().unwrap_or("-"),
+                )
+            }
         }
     }
 }
@@ -183,7 +218,8 @@ impl Discrepancy {
             | Self::StuckEvent { .. }
             | Self::RefundDue { .. }
             | Self::PaidWithoutPayment { .. }
-            | Self::StuckHold { .. } => {}
+            | Self::StuckHold { .. }
+            | Self::OrderEvents { .. } => {}
         }
         d
     }
@@ -278,6 +314,21 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .map(|r| Discrepancy::StuckHold {
                 order_id: r.order_id,
                 sku: r.sku,
+            }),
+    );
+    found.extend(
+        books::order_event_mismatches(pool)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::OrderEvents {
+                order_id: r.order_id,
+                status: r.status,
+                event_seq: r.event_seq,
+                kept: r.kept,
+                first: r.first,
+                highest: r.highest,
+                last_sequence: r.last_sequence,
+                last_status: r.last_status,
             }),
     );
     Ok(found)

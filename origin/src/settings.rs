@@ -13,6 +13,7 @@ mod checks;
 mod declared;
 mod env;
 mod error;
+pub mod events;
 mod sections;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,7 @@ use declared::{Environment, ReconcileEnvironment};
 
 pub use env::configuration_table;
 pub use error::SettingsError;
+pub use events::{EventSettings, StreamSettings, WebhookSettings};
 pub use sections::{
     BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, LogSettings, PurchaseSettings,
     RedisTlsSettings,
@@ -82,6 +84,8 @@ pub struct Settings {
     pub idempotency_retention: Duration,
     /// `RECONCILE_INTERVAL_SECS` (zero = off).
     pub reconcile_interval: Duration,
+    /// `EVENT_RETENTION_DAYS`, `EVENTS_STREAM_*`, `WEBHOOK_*`.
+    pub events: EventSettings,
     /// `LOG_HASH_KEY`; unset: a random key per process.
     pub log_hash_key: Option<SecretString>,
     /// Purchase pipeline tunables.
@@ -190,6 +194,7 @@ impl Settings {
         }
         let (payment_webhook_secrets, payment_webhook_max_concurrency) =
             raw.payment_webhook.check(db_max_connections)?;
+        let events = raw.events.check(&redis_urls)?;
         let (database_url, database_tls) = database(raw.database_url, raw.database_tls)?;
         Ok(Self {
             database_url,
@@ -211,6 +216,7 @@ impl Settings {
             db_read_max_connections,
             idempotency_retention,
             reconcile_interval: raw.reconcile_interval,
+            events,
             log_hash_key: raw.logging.log_hash_key()?,
             purchase,
             http,

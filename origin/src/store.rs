@@ -41,6 +41,7 @@ use crate::settings::{DatabaseTls, DatabaseTlsSettings};
 mod batch;
 pub(crate) mod books;
 mod catalogue;
+pub mod events;
 pub mod orders;
 pub mod payments;
 

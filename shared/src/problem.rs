@@ -81,6 +81,13 @@ pub enum ErrorCode {
     /// `network_limits` (or has another request of the same kind in flight here), with
     /// `Retry-After` and `RateLimit` fields. Not stored with the key.
     NetworkLimit,
+    /// 410 (origin): `GET /v1/events?after=` (or a webhook replay's `after`) with a cursor older
+    /// than the oldest event kept (`EVENT_RETENTION_DAYS`): the events after it were purged.
+    CursorExpired,
+    /// 404 (origin): no kept event with this id.
+    EventNotFound,
+    /// 404 (origin): no webhook endpoint with this id.
+    WebhookNotFound,
     /// 503: a dependency cannot be had, or the request waited past its deadline under overload.
     Unavailable,
     /// 500: a bug. Never caused by client input or a failing dependency.
@@ -120,6 +127,9 @@ impl ErrorCode {
             Self::ProofRejected => "proof_rejected",
             Self::ProofNotRequired => "proof_not_required",
             Self::NetworkLimit => "network_limit",
+            Self::CursorExpired => "cursor_expired",
+            Self::EventNotFound => "event_not_found",
+            Self::WebhookNotFound => "webhook_not_found",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -130,7 +140,13 @@ impl ErrorCode {
             Self::InvalidRequest | Self::MissingIdempotencyKey | Self::WebhookSignature => 400,
             Self::BadSignature | Self::Unauthorized | Self::Unauthenticated => 401,
             Self::CsrfRejected | Self::NotAdmitted | Self::ProofRejected => 403,
-            Self::UnknownSku | Self::NotFound | Self::OrderNotFound | Self::NotInQueue => 404,
+            Self::UnknownSku
+            | Self::NotFound
+            | Self::OrderNotFound
+            | Self::NotInQueue
+            | Self::EventNotFound
+            | Self::WebhookNotFound => 404,
+            Self::CursorExpired => 410,
             Self::MethodNotAllowed => 405,
             Self::SoldOut
             | Self::PurchaseLimit
@@ -184,6 +200,9 @@ impl ErrorCode {
             Self::ProofRejected => "Proof of work rejected",
             Self::ProofNotRequired => "No proof of work for this sale",
             Self::NetworkLimit => "Network limit reached",
+            Self::CursorExpired => "Cursor expired",
+            Self::EventNotFound => "Event not found",
+            Self::WebhookNotFound => "Webhook endpoint not found",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }

@@ -7,6 +7,7 @@
 
 pub(crate) mod admin;
 pub mod envelope;
+pub(crate) mod events;
 pub mod health;
 pub mod limits;
 pub(crate) mod orders;
@@ -40,6 +41,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(orders::cancel))
         .routes(routes!(orders::refund))
         .routes(routes!(payments::stripe))
+        .routes(routes!(events::list))
+        .routes(routes!(events::get))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))

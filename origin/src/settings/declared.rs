@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args};
 
+use super::events::EventsEnvironment;
 use super::sections::{
     BreakerSettings, DatabaseTlsSettings, HttpSettings, LogSettings, PurchaseSettings,
     RedisTlsSettings, Retention,
@@ -89,6 +90,8 @@ pub(super) struct Environment {
     /// [operations.md](operations.md#running-a-sale)
     #[arg(long, env = "RECONCILE_INTERVAL_SECS", default_value = "60", value_parser = values::secs)]
     pub(super) reconcile_interval: Duration,
+    #[command(flatten)]
+    pub(super) events: EventsEnvironment,
     #[command(flatten)]
     pub(super) purchase: PurchaseSettings,
     #[command(flatten)]

@@ -93,6 +93,7 @@ fn described_default(name: &str) -> &'static str {
         "LOG_HASH_KEY" => "random per process",
         "PAYMENT_WEBHOOK_SECRETS" => "unset (the payment webhook is off)",
         "PAYMENT_WEBHOOK_MAX_CONCURRENCY" => "a quarter of `DB_MAX_CONNECTIONS` (4)",
+        "EVENTS_STREAM_URL" => "unset (no stream)",
         _ => "unset",
     }
 }

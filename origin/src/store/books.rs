@@ -9,6 +9,10 @@ use sqlx::PgPool;
 
 use super::StoreError;
 
+mod events;
+
+pub(crate) use events::order_event_mismatches;
+
 /// A sale generation whose books do not match its orders: `units_out` (what the CHECK
 /// `initial_stock = stock + units_out + written_off` balances) is not the units of its held,
 /// confirmed and paid orders.

@@ -19,7 +19,7 @@
 use shared::{ScheduleUpdate, Sku, SkuUpsert, SkuView};
 use sqlx::PgPool;
 
-use super::StoreError;
+use super::{StoreError, events};
 
 mod columns;
 
@@ -68,7 +68,8 @@ pub struct UpsertedSku {
 /// Creates or replaces a SKU's sale. Earlier orders keep counting toward `max_per_user`. The
 /// generation it replaces moves to `sku_generations` with its books, in the same transaction,
 /// under the SKU row lock (so no batch or return can move units between the two). Schedule
-/// fields the body does not name keep their stored values.
+/// fields the body does not name keep their stored values. A replacement whose stock crosses
+/// zero writes `sku.back_on_sale` (or `sku.sold_out`) in the same transaction; a new SKU none.
 pub async fn upsert_sku(
     pool: &PgPool,
     sku: &Sku,
@@ -80,16 +81,17 @@ pub async fn upsert_sku(
     let p = ScheduleParams::new(&sale.schedule());
     loop {
         let mut tx = pool.begin().await?;
-        let archived = sqlx::query!(
+        // The replaced generation's stock, when there is one.
+        let archived = sqlx::query_scalar!(
             "INSERT INTO sku_generations (sku, generation, initial_stock, stock, units_out, written_off)
              SELECT sku, generation, initial_stock, stock, units_out, written_off
-             FROM skus WHERE sku = $1 FOR UPDATE",
+             FROM skus WHERE sku = $1 FOR UPDATE
+             RETURNING stock",
             sku.as_str(),
         )
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let row = if archived == 1 {
+        .fetch_optional(&mut *tx)
+        .await?;
+        let row = if archived.is_some() {
             sqlx::query_as!(
                 SkuRow,
                 "UPDATE skus SET
@@ -172,6 +174,10 @@ pub async fn upsert_sku(
             tx.rollback().await?;
             continue;
         };
+        if let Some(before) = archived {
+            // A restock of a sold-out sale (or a PUT of 0 units) is a SKU event.
+            events::sku_crossing(&mut tx, sku.as_str(), before, row.stock).await?;
+        }
         tx.commit().await?;
         let (generation, returns) = (row.generation, row.returns);
         return Ok(UpsertedSku {

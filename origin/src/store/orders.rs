@@ -9,12 +9,15 @@
 //! earlier one — whose CHECK keeps `initial_stock = stock + units_out + written_off`, and the
 //! user's `user_units`, whose CHECK keeps it non-negative. A return to the current generation's
 //! stock bumps the SKU's return epoch; the SKU row's fence refuses a stale lease like a batch.
+//! Each transition writes its event in the statement that moves the order (and a stock crossing
+//! zero its SKU event in the one that moves the stock): none commits without its event.
 
 use chrono::{DateTime, Utc};
 use shared::OrderStatus;
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
+use super::events::new_event_id;
 use super::{SaleState, StoreError};
 
 /// An order as stored.
@@ -312,17 +315,32 @@ impl OrderTx {
         let ids: Vec<Uuid> = changes.iter().map(|c| c.order.order_id).collect();
         let statuses: Vec<&str> = changes.iter().map(|c| c.to.as_str()).collect();
         let restocked: Vec<Option<bool>> = changes.iter().map(|c| c.restocked).collect();
+        let event_ids: Vec<Uuid> = changes.iter().map(|_| new_event_id()).collect();
+        // With its event: `order.<status>`, the order's next sequence number, its `updated_at`.
         let updated = rows(
             sqlx::query_as!(
                 RawOrder,
-                "UPDATE orders o SET status = t.s, restocked = t.r, updated_at = clock_timestamp()
-                 FROM UNNEST($1::uuid[], $2::text[], $3::bool[]) AS t(id, s, r)
-                 WHERE o.order_id = t.id
-                 RETURNING o.order_id, o.sku, o.generation, o.user_id, o.qty, o.status, o.expires_at,
-                           o.created_at, o.updated_at",
+                r#"WITH updated AS (
+                       UPDATE orders o SET status = t.s, restocked = t.r,
+                                           updated_at = clock_timestamp(),
+                                           event_seq = o.event_seq + 1
+                       FROM UNNEST($1::uuid[], $2::text[], $3::bool[], $4::uuid[]) AS t(id, s, r, e)
+                       WHERE o.order_id = t.id
+                       RETURNING o.order_id, o.sku, o.generation, o.user_id, o.qty, o.status,
+                                 o.expires_at, o.created_at, o.updated_at, o.event_seq, t.e
+                   ), published AS (
+                       INSERT INTO events (id, type, at, order_id, sequence, status)
+                       SELECT e, 'order.' || status, updated_at, order_id, event_seq, status
+                       FROM updated
+                   )
+                   SELECT order_id AS "order_id!", sku AS "sku!", generation AS "generation!",
+                          user_id AS "user_id!", qty AS "qty!", status AS "status!", expires_at,
+                          created_at AS "created_at!", updated_at AS "updated_at!"
+                   FROM updated"#,
                 &ids,
                 &statuses as &[&str],
                 &restocked as &[Option<bool>],
+                &event_ids,
             )
             .fetch_all(&mut *self.tx)
             .await?,
@@ -355,20 +373,33 @@ impl OrderTx {
         if let Some(generation) = current_generation {
             if let Some(&(stock, out, written_off)) = by_generation.get(&generation) {
                 if (stock, out, written_off) != (0, 0, 0) {
+                    // With the SKU event of a stock that leaves 0 (a return) or reaches it.
                     let row = sqlx::query_as!(
                         SaleState,
-                        "UPDATE skus SET stock = stock + $3, units_out = units_out + $4,
-                                         written_off = written_off + $5,
-                                         returns = returns + CASE WHEN $3 > 0 THEN 1 ELSE 0 END,
-                                         fence = GREATEST(fence, $6), updated_at = now()
-                         WHERE sku = $1 AND generation = $2
-                         RETURNING generation, returns, stock",
+                        r#"WITH moved AS (
+                               UPDATE skus SET stock = stock + $3, units_out = units_out + $4,
+                                               written_off = written_off + $5,
+                                               returns = returns + CASE WHEN $3 > 0 THEN 1 ELSE 0 END,
+                                               fence = GREATEST(fence, $6), updated_at = now()
+                               WHERE sku = $1 AND generation = $2
+                               RETURNING generation, returns, stock
+                           ), published AS (
+                               INSERT INTO events (id, type, at, sku, stock)
+                               SELECT $7, CASE WHEN stock = 0 THEN 'sku.sold_out'
+                                               ELSE 'sku.back_on_sale' END,
+                                      clock_timestamp(), $1, stock
+                               FROM moved WHERE (stock = 0) <> (stock - $3 = 0)
+                           )
+                           SELECT generation AS "generation!", returns AS "returns!",
+                                  stock AS "stock!"
+                           FROM moved"#,
                         sku,
                         generation,
                         stock,
                         out,
                         written_off,
                         fence.map_or(0, |f| i64::try_from(f).unwrap_or(i64::MAX)),
+                        new_event_id(),
                     )
                     .fetch_one(&mut *self.tx)
                     .await?;

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::StoreError;
+use super::events::new_event_id;
 
 /// What the database knew of an event when a delivery of it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,8 +106,9 @@ pub struct PaidHold {
 
 /// Pays, in ONE statement (so one transaction and one round trip), the orders of `payments`
 /// that are live holds (`held`) and whose event is new and whose charge was not refunded:
-/// `held → paid`, its `order_payments` row, and the event recorded `applied` — all committed
-/// together, so there is no `pending` record to finish. A payment of a live hold moves no unit:
+/// `held → paid`, its `order_payments` row, its `order.paid` event (the order's next sequence
+/// number) and the payment event recorded `applied` — all committed together, so there is no
+/// `pending` record to finish. A payment of a live hold moves no unit:
 /// no SKU row, no lease; the order's row lock decides it against a concurrent expiry or
 /// cancellation (whichever locks first wins; the other finds the order no longer `held`: the
 /// lock re-reads a row a transaction changed meanwhile). Every event id and order must appear
@@ -122,6 +124,7 @@ pub async fn pay_live_holds(
     let event_ids: Vec<&str> = payments.iter().map(|p| p.event_id.as_str()).collect();
     let types: Vec<&str> = payments.iter().map(|p| p.event_type.as_str()).collect();
     let orders: Vec<Uuid> = payments.iter().map(|p| p.order_id).collect();
+    let published: Vec<Uuid> = payments.iter().map(|_| new_event_id()).collect();
     // Candidates: new events of orders whose charge was not refunded first. Their orders still
     // `held` are locked in id order (two statements never wait on each other's orders) and
     // paid; a concurrent delivery of the same event may have recorded it `pending` meanwhile:
@@ -132,8 +135,9 @@ pub async fn pay_live_holds(
     let paid = sqlx::query_as!(
         PaidHold,
         r#"WITH candidates AS (
-               SELECT t.event_id, t.type, t.order_id
-               FROM UNNEST($1::text[], $2::text[], $3::uuid[]) AS t(event_id, type, order_id)
+               SELECT t.event_id, t.type, t.order_id, t.published
+               FROM UNNEST($1::text[], $2::text[], $3::uuid[], $4::uuid[])
+                    AS t(event_id, type, order_id, published)
                WHERE NOT EXISTS (SELECT 1 FROM payment_events e WHERE e.event_id = t.event_id)
                  AND NOT EXISTS (
                      SELECT 1 FROM payment_events r
@@ -141,15 +145,21 @@ pub async fn pay_live_holds(
                        AND r.result <> 'ignored_partial_refund')
            ),
            live AS (
-               SELECT o.order_id, c.event_id, c.type
+               SELECT o.order_id, c.event_id, c.type, c.published
                FROM candidates c JOIN orders o ON o.order_id = c.order_id
                WHERE o.status = 'held'
                ORDER BY o.order_id FOR UPDATE OF o
            ),
            paid AS (
-               UPDATE orders o SET status = 'paid', updated_at = clock_timestamp()
+               UPDATE orders o SET status = 'paid', updated_at = clock_timestamp(),
+                                   event_seq = o.event_seq + 1
                FROM live WHERE o.order_id = live.order_id
-               RETURNING o.order_id, o.sku, o.qty, live.event_id, live.type
+               RETURNING o.order_id, o.sku, o.qty, o.updated_at, o.event_seq, live.event_id,
+                         live.type, live.published
+           ),
+           published AS (
+               INSERT INTO events (id, type, at, order_id, sequence, status)
+               SELECT published, 'order.paid', updated_at, order_id, event_seq, 'paid' FROM paid
            ),
            recorded AS (
                INSERT INTO order_payments (order_id, source, reference)
@@ -165,6 +175,7 @@ pub async fn pay_live_holds(
         &event_ids as &[&str],
         &types as &[&str],
         &orders,
+        &published,
     )
     .fetch_all(pool)
     .await?;

@@ -6,6 +6,7 @@ mod bad_input;
 mod bot_defences;
 mod concurrency;
 mod contention;
+mod events_feed;
 mod faults;
 mod helpers;
 mod hostile;

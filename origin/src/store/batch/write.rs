@@ -1,6 +1,7 @@
 //! The batch's write, one statement at its end: the new orders, the per-user counters, the
-//! stock decrement under the fencing token and the stored answers of what `super::decide`
-//! decided, all in one round trip.
+//! stock decrement under the fencing token, the stored answers of what `super::decide`
+//! decided and the new orders' `order.created` events (with `sku.sold_out` when the batch takes
+//! the last unit), all in one round trip.
 
 use chrono::{DateTime, Utc};
 use shared::{OrderStatus, Sku};
@@ -8,6 +9,7 @@ use uuid::Uuid;
 
 use super::read::LockedSku;
 use crate::store::StoreError;
+use crate::store::events::new_event_id;
 
 /// A new order and stored outcome, written at the end of the batch.
 pub(super) struct NewRecord {
@@ -52,6 +54,15 @@ pub(super) async fn write(
     // of `idempotency_records_pkey`, `StoreError::Conflict`, and the retry answers it. The
     // counters stay an upsert: one probe of the primary key per buyer whatever the plan, where
     // an `UPDATE … FROM UNNEST` may be planned as a hash join over every counter of the SKU.
+    // The events: one `order.created` per order (its sequence 1, at the orders' `created_at`,
+    // the transaction's `now()`), and `sku.sold_out` when the batch took the last unit — one
+    // more multi-row INSERT in the same statement, no other round trip. Their positions come
+    // from the column defaults (the transaction's id, the events sequence): nothing here is
+    // shared with another SKU's batch.
+    let sold_out = locked
+        .filter(|row| units_sold > 0 && row.stock == units_sold)
+        .map(|_| new_event_id());
+    let event_ids: Vec<Uuid> = orders.iter().map(|_| new_event_id()).collect();
     // The statement's array parameters, one element per order / per new record.
     let order_ids: Vec<Uuid> = orders.iter().filter_map(|r| r.order_id).collect();
     let order_users: Vec<&str> = orders.iter().map(|r| r.user.as_str()).collect();
@@ -76,6 +87,12 @@ pub(super) async fn write(
              INSERT INTO idempotency_records (user_id, idempotency_key, sku, qty, status, body, order_id)
              SELECT u, k, $1, q, s, b, o
              FROM UNNEST($10::text[], $11::text[], $12::int[], $13::smallint[], $14::text[], $15::uuid[]) AS t(u, k, q, s, b, o)
+         ), published AS (
+             INSERT INTO events (id, type, at, order_id, sequence, status, sku, stock)
+             SELECT e, 'order.created', now(), o, 1, $16, NULL, NULL
+             FROM UNNEST($18::uuid[], $4::uuid[]) AS t(e, o)
+             UNION ALL
+             SELECT $19, 'sku.sold_out', now(), NULL, NULL, NULL, $1, 0 WHERE $19::uuid IS NOT NULL
          )
          UPDATE skus SET stock = stock - $8, units_out = units_out + $8,
                          fence = GREATEST(fence, $3), updated_at = now()
@@ -97,6 +114,8 @@ pub(super) async fn write(
         &record_orders as &[Option<Uuid>],
         status.as_str(),
         expires_at,
+        &event_ids,
+        sold_out,
     )
     .execute(&mut *tx)
     .await?;
