@@ -146,7 +146,17 @@ impl Application {
             settings.purchase.request_deadline,
         );
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
-        let events = EventTasks::start(pool.clone(), &settings.events, event_metrics);
+        // The event stream's Redis (not a Redlock node: the settings refuse that), with the
+        // same TLS files as the nodes.
+        let stream = match &settings.events.stream {
+            Some(stream) => redis_tls
+                .clients(std::slice::from_ref(&stream.url))
+                .context("configuring EVENTS_STREAM_URL")?
+                .pop(),
+            None => None,
+        };
+        let events = EventTasks::start(pool.clone(), &settings.events, stream, event_metrics)
+            .context("configuring EVENTS_STREAM_URL")?;
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
         let tls = match &settings.listener_tls {

@@ -8,8 +8,10 @@
 //! - `upkeep`: the sequencer that numbers committed transactions (what makes their events
 //!   readable, in commit order) and the retention purge — background tasks of every process,
 //!   owned by [`EventTasks`].
+//! - `stream`: the appender of the Redis stream (`EVENTS_STREAM_URL`), a task of every process.
 
 pub mod metrics;
+mod stream;
 mod upkeep;
 mod wire;
 
@@ -30,13 +32,23 @@ pub struct EventTasks {
 }
 
 impl EventTasks {
-    /// Starts the tasks on `pool` (the request pool: a few short statements at a time).
-    pub fn start(pool: PgPool, settings: &EventSettings, metrics: Arc<EventMetrics>) -> Self {
-        let tasks = vec![
-            tokio::spawn(upkeep::sequencer(pool.clone(), metrics)),
-            tokio::spawn(upkeep::purge(pool, settings.retention)),
+    /// Starts the tasks on `pool` (the request pool: a few short statements at a time);
+    /// `stream` is the client of `EVENTS_STREAM_URL`'s Redis, when there is one.
+    pub fn start(
+        pool: PgPool,
+        settings: &EventSettings,
+        stream: Option<redis::Client>,
+        metrics: Arc<EventMetrics>,
+    ) -> Result<Self, redis::RedisError> {
+        let mut tasks = vec![
+            tokio::spawn(upkeep::sequencer(pool.clone(), metrics.clone())),
+            tokio::spawn(upkeep::purge(pool.clone(), settings.retention)),
         ];
-        Self { tasks }
+        if let (Some(client), Some(stream)) = (stream, &settings.stream) {
+            let appender = stream::Appender::new(pool, client, stream, metrics)?;
+            tasks.push(tokio::spawn(appender.run()));
+        }
+        Ok(Self { tasks })
     }
 }
 
@@ -47,4 +59,3 @@ impl Drop for EventTasks {
         }
     }
 }
-

@@ -521,3 +521,50 @@ fn the_https_listener_is_off_by_default_and_its_files_go_together() {
     ])
     .expect("two ephemeral ports");
 }
+
+fn events_settings(extra: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    let mut env: std::collections::HashMap<&str, &str> = [
+        ("DATABASE_URL", "postgres://postgres@127.0.0.1/flashgate"),
+        (
+            "REDIS_URLS",
+            "redis://127.0.0.1:6379,redis://127.0.0.1:6380",
+        ),
+        ("EDGE_SHARED_SECRET", "0123456789abcdef0123"),
+        ("ADMIN_TOKEN", "admin-token-0123456789"),
+    ]
+    .into_iter()
+    .collect();
+    env.extend(extra.iter().copied());
+    Settings::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()))
+}
+
+#[test]
+fn the_events_variables_have_defaults_and_are_checked() {
+    let s = events_settings(&[]).expect("valid").events;
+    assert_eq!(s.retention, Duration::from_secs(30 * 24 * 3600));
+    assert!(s.stream.is_none());
+    assert_eq!(s.webhooks.max_in_flight, 16);
+    assert_eq!(s.webhooks.timeout, Duration::from_secs(15));
+    assert_eq!(
+        s.webhooks.schedule,
+        events::WebhookSettings::default().schedule
+    );
+    assert!(!s.webhooks.allow_http);
+    let s = events_settings(&[("EVENTS_STREAM_URL", "redis://:hunter2@10.1.2.3:6390/2")])
+        .expect("valid")
+        .events;
+    let stream = s.stream.expect("a stream");
+    assert_eq!(stream.key, "flashgate:events");
+    assert!(!format!("{stream:?}").contains("hunter2"));
+    for (name, value) in [
+        ("EVENTS_STREAM_URL", "redis://localhost:6380/"),
+        ("EVENTS_STREAM_URL", "http://10.1.2.3"),
+        ("EVENT_RETENTION_DAYS", "0"),
+        ("WEBHOOK_RETRY_SCHEDULE", "0,5x"),
+        ("WEBHOOK_MAX_IN_FLIGHT", "0"),
+        ("WEBHOOK_TIMEOUT_MS", "50"),
+    ] {
+        let err = events_settings(&[(name, value)]).expect_err(value);
+        assert!(err.to_string().contains(name), "{name}={value}: {err}");
+    }
+}

@@ -7,6 +7,7 @@ mod bot_defences;
 mod concurrency;
 mod contention;
 mod events_feed;
+mod events_stream;
 mod faults;
 mod helpers;
 mod hostile;
