@@ -54,7 +54,10 @@ CREATE TABLE events (
 -- sequencer only once its transaction committed. Written by a statement trigger on `events` (one
 -- row per transaction, whatever it writes), taken (deleted) by the sequencer.
 CREATE TABLE event_xacts (
-    xid  xid8 PRIMARY KEY
+    xid            xid8 PRIMARY KEY,
+    -- When its first events were written (reconciliation: a committed one waiting minutes means
+    -- no sequencer runs).
+    registered_at  timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
 CREATE FUNCTION flashgate_event_xact() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -202,7 +202,10 @@ impl Application {
                 settings.db_acquire_timeout,
             )
         });
+        let webhooks =
+            crate::events::endpoints::Endpoints::new(pool.clone(), &settings.events.webhooks);
         let state = AppState::new(SharedState {
+            webhooks,
             pool,
             purchases,
             orders,

@@ -22,7 +22,9 @@
 //! - no hold is more than a minute past its `expires_at` (a stuck expiry timer);
 //! - every order's events tell its story (issue 34): its last event (in feed order) carries its
 //!   state and its count of events, and its sequence numbers run without a gap from 1 — or from
-//!   where the retention purge stopped.
+//!   where the retention purge stopped; no committed event waits minutes for its commit number
+//!   (the sequencer runs); no event older than an hour is left unsent to an enabled webhook
+//!   endpoint outside its retry schedule (never fanned out, or due long ago and not being sent).
 //!
 //! The queries themselves live in the store layer (`store::books`); this module turns their rows
 //! into the report.
@@ -34,6 +36,14 @@ use sqlx::PgPool;
 
 use crate::pseudonym::Pseudonyms;
 use crate::store::{StoreError, books};
+
+/// How old an event may be before reconciliation expects it delivered or in its retry
+/// schedule.
+pub const EVENT_DELIVERY_AFTER: Duration = Duration::from_secs(3600);
+/// How long a committed event may wait for its commit number.
+pub const EVENT_NUMBERING_AFTER: Duration = Duration::from_secs(300);
+/// How long past due a delivery nobody sends may be.
+pub const DELIVERY_OVERDUE: Duration = Duration::from_secs(600);
 
 /// A payment event still `pending` this long after it arrived is reported (Stripe retries a
 /// failed delivery for up to three days).
@@ -85,6 +95,16 @@ pub enum Discrepancy {
     PaidWithoutPayment { order_id: String, sku: String },
     /// A hold more than a minute past its `expires_at`.
     StuckHold { order_id: String, sku: String },
+    /// Committed transactions whose events wait for their commit number (no sequencer runs).
+    EventsNotNumbered { transactions: i64, oldest_secs: i64 },
+    /// Events older than an hour the webhook dispatcher never fanned out.
+    EventsNotDispatched { events: i64, oldest_secs: i64 },
+    /// A delivery to an enabled endpoint outside its retry schedule (nobody sends it).
+    StuckDelivery {
+        endpoint_id: String,
+        event_id: String,
+        age_secs: i64,
+    },
     /// An order whose kept events disagree with it (see the module docs).
     OrderEvents {
         order_id: String,
@@ -175,6 +195,28 @@ impl fmt::Display for Discrepancy {
                 f,
                 "sku {sku}: hold {order_id} is more than 60 s past its expires_at (stuck expiry)"
             ),
+            Self::EventsNotNumbered {
+                transactions,
+                oldest_secs,
+            } => write!(
+                f,
+                "{transactions} committed transactions' events wait for their commit number (the oldest for {oldest_secs} s): is an origin running?"
+            ),
+            Self::EventsNotDispatched {
+                events,
+                oldest_secs,
+            } => write!(
+                f,
+                "{events} events older than an hour were never fanned out to the webhook endpoints (the oldest {oldest_secs} s old)"
+            ),
+            Self::StuckDelivery {
+                endpoint_id,
+                event_id,
+                age_secs,
+            } => write!(
+                f,
+                "webhook endpoint {endpoint_id}: event {event_id} ({age_secs} s old) is undelivered and out of its retry schedule"
+            ),
             Self::OrderEvents {
                 order_id,
                 status,
@@ -219,6 +261,9 @@ impl Discrepancy {
             | Self::RefundDue { .. }
             | Self::PaidWithoutPayment { .. }
             | Self::StuckHold { .. }
+            | Self::EventsNotNumbered { .. }
+            | Self::EventsNotDispatched { .. }
+            | Self::StuckDelivery { .. }
             | Self::OrderEvents { .. } => {}
         }
         d
@@ -314,6 +359,30 @@ pub async fn reconcile(pool: &PgPool, retention: Duration) -> Result<Vec<Discrep
             .map(|r| Discrepancy::StuckHold {
                 order_id: r.order_id,
                 sku: r.sku,
+            }),
+    );
+    let (transactions, oldest_secs) = books::unnumbered(pool, EVENT_NUMBERING_AFTER).await?;
+    if transactions > 0 {
+        found.push(Discrepancy::EventsNotNumbered {
+            transactions,
+            oldest_secs,
+        });
+    }
+    let (events, oldest_secs) = books::undispatched(pool, EVENT_DELIVERY_AFTER).await?;
+    if events > 0 {
+        found.push(Discrepancy::EventsNotDispatched {
+            events,
+            oldest_secs,
+        });
+    }
+    found.extend(
+        books::stuck_deliveries(pool, EVENT_DELIVERY_AFTER, DELIVERY_OVERDUE)
+            .await?
+            .into_iter()
+            .map(|r| Discrepancy::StuckDelivery {
+                endpoint_id: r.endpoint_id,
+                event_id: crate::events::wire_id(r.event_id),
+                age_secs: r.age_secs,
             }),
     );
     found.extend(

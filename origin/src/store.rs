@@ -44,6 +44,7 @@ mod catalogue;
 pub mod events;
 pub mod orders;
 pub mod payments;
+pub mod webhooks;
 
 pub use batch::{BatchMode, BatchResult, decide_batch};
 pub use catalogue::{CatalogueError, UpsertedSku, get_sku, update_schedule, upsert_sku};

@@ -1,16 +1,18 @@
 //! The outbox's upkeep, in every origin process, off the request path: the sequencer, which
 //! gives committed transactions their commit number (what makes their events readable, in
-//! order: `store::events::number`), and the retention purge (`EVENT_RETENTION_DAYS`). Several
-//! processes run both; the sequencer's row lock lets one pass at a time number, the purge is
-//! idempotent.
+//! order: `store::events::number`), the webhook dispatcher, which fans the feed out to the
+//! endpoints (`store::webhooks::dispatch`), the endpoints' gauges, and the retention purge
+//! (`EVENT_RETENTION_DAYS`). Every process runs them all; the sequencer's and the dispatcher's
+//! row locks let one pass of each at a time run, the purge is idempotent.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::metrics::{EventMetrics, TypeLabels};
+use super::metrics::{EndpointLabels, EventMetrics, TypeLabels};
 use crate::store::events as store;
+use crate::store::webhooks;
 
 /// Most transactions one sequencer pass numbers.
 const PASS_MAX: i64 = 10_000;
@@ -43,6 +45,66 @@ pub(crate) async fn sequencer(pool: PgPool, metrics: Arc<EventMetrics>) {
                 tokio::time::sleep(AFTER_ERROR).await;
             }
         }
+    }
+}
+
+/// Most events one dispatcher pass fans out.
+const DISPATCH_MAX: i64 = 2_000;
+/// How often the endpoints' gauges are read from the database.
+const STATS_EVERY: Duration = Duration::from_secs(5);
+
+/// Fans the feed out to the webhook endpoints, forever; deliveries are due `first_delay` after
+/// (the first delay of `WEBHOOK_RETRY_SCHEDULE`, normally 0).
+pub(crate) async fn dispatcher(pool: PgPool, first_delay: Duration) {
+    loop {
+        match webhooks::dispatch(&pool, DISPATCH_MAX, first_delay).await {
+            Ok(Some((events, _))) if events > 0 => {}
+            Ok(_) => tokio::time::sleep(IDLE).await,
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook dispatch failed");
+                tokio::time::sleep(AFTER_ERROR).await;
+            }
+        }
+    }
+}
+
+/// Sets the endpoints' gauges (pending, oldest pending, enabled) every [`STATS_EVERY`].
+pub(crate) async fn endpoint_stats(pool: PgPool, metrics: Arc<EventMetrics>) {
+    let mut every = tokio::time::interval(STATS_EVERY);
+    let mut shown: Vec<String> = Vec::new();
+    loop {
+        every.tick().await;
+        let stats = match webhooks::stats(&pool).await {
+            Ok(stats) => stats,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the webhook endpoints' numbers failed");
+                continue;
+            }
+        };
+        let now: Vec<String> = stats.iter().map(|s| s.id.to_string()).collect();
+        for gone in shown.iter().filter(|id| !now.contains(id)) {
+            let labels = EndpointLabels {
+                endpoint: gone.clone(),
+            };
+            metrics.pending.remove(&labels);
+            metrics.oldest_pending.remove(&labels);
+            metrics.enabled.remove(&labels);
+        }
+        for s in &stats {
+            let labels = EndpointLabels {
+                endpoint: s.id.to_string(),
+            };
+            metrics.pending.get_or_create(&labels).set(s.pending);
+            metrics
+                .oldest_pending
+                .get_or_create(&labels)
+                .set(s.oldest_secs as i64);
+            metrics
+                .enabled
+                .get_or_create(&labels)
+                .set(i64::from(s.enabled));
+        }
+        shown = now;
     }
 }
 

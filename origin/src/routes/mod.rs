@@ -17,6 +17,7 @@ pub mod readiness;
 pub mod reads;
 pub(crate) mod skus;
 pub mod state;
+pub(crate) mod webhooks;
 
 use axum::Router;
 use axum::extract::State;
@@ -43,6 +44,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(payments::stripe))
         .routes(routes!(events::list))
         .routes(routes!(events::get))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::get, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(webhooks::replay))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))

@@ -43,6 +43,8 @@ pub struct SharedState {
     pub purchases: PurchaseService,
     /// Payments, cancellations, refunds and expiries of orders.
     pub orders: OrderService,
+    /// The webhook endpoints' admin operations (`/v1/admin/webhooks`).
+    pub webhooks: crate::events::endpoints::Endpoints,
     /// The payment provider's webhook; `None` without `PAYMENT_WEBHOOK_SECRETS` (404).
     pub payments: Option<crate::payments::PaymentWebhooks>,
     pub lock: Redlock,

@@ -11,7 +11,7 @@ use super::StoreError;
 
 mod events;
 
-pub(crate) use events::order_event_mismatches;
+pub(crate) use events::{order_event_mismatches, stuck_deliveries, undispatched, unnumbered};
 
 /// A sale generation whose books do not match its orders: `units_out` (what the CHECK
 /// `initial_stock = stock + units_out + written_off` balances) is not the units of its held,

@@ -339,6 +339,33 @@ pub async fn by_id(pool: &PgPool, id: Uuid) -> Result<Option<EventRow>, StoreErr
     .transpose()
 }
 
+/// The kept events at `positions`, in position order.
+pub async fn at_positions(
+    pool: &PgPool,
+    positions: &[Position],
+) -> Result<Vec<EventRow>, StoreError> {
+    let commits: Vec<i64> = positions.iter().map(|p| p.commit_i64()).collect();
+    let seqs: Vec<i64> = positions.iter().map(|p| p.seq_i64()).collect();
+    rows(
+        sqlx::query_as!(
+            RawEvent,
+            r#"SELECT c.n, e.seq, e.id, e.type AS event_type, e.at,
+                      e.order_id, e.sequence, e.status, o.sku AS "order_sku?", o.qty AS "qty?",
+                      o.user_id AS "user_id?", o.expires_at, o.created_at AS "created_at?",
+                      e.sku, e.stock
+               FROM UNNEST($1::bigint[], $2::bigint[]) AS p(n, seq)
+               JOIN event_commits c ON c.n = p.n
+               JOIN events e ON e.xid = c.xid AND e.seq = p.seq
+               LEFT JOIN orders o ON o.order_id = e.order_id
+               ORDER BY c.n, e.seq"#,
+            &commits,
+            &seqs,
+        )
+        .fetch_all(pool)
+        .await?,
+    )
+}
+
 /// The SKU event of a change of `sku`'s stock from `before` to `after`, written in `tx` when the
 /// change crosses zero: `sku.sold_out` when it reached 0, `sku.back_on_sale` when it left 0.
 pub(crate) async fn sku_crossing(

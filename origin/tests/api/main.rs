@@ -22,6 +22,7 @@ mod probes;
 #[path = "../common/processes.rs"]
 mod processes;
 mod purchases;
+mod receiver;
 mod reconcile;
 #[path = "../../../redlock/tests/common/redis_nodes.rs"]
 mod redis_nodes;
@@ -33,3 +34,4 @@ mod service;
 mod shutdown;
 mod unknown_skus;
 mod waiting_room;
+mod webhooks;

@@ -1,6 +1,7 @@
 //! The reconciliation's reads of the outbox: orders whose events do not tell their story (the
-//! last event is not the order's state, or the sequence has a gap). Off the request path, like
-//! the rest of `super`.
+//! last event is not the order's state, or the sequence has a gap), committed events left
+//! without a commit number or never fanned out to the webhook endpoints, and deliveries to an
+//! enabled endpoint that nobody is sending. Off the request path, like the rest of `super`.
 
 use sqlx::PgPool;
 
@@ -58,6 +59,81 @@ pub(crate) async fn order_event_mismatches(
                    OR (k.lo <> 1 AND NOT COALESCE(o.created_at <= h.purged_before, false))
            END
            ORDER BY o.created_at"#,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Committed transactions waiting for their commit number longer than `older_than` (no
+/// sequencer runs): how many, and the oldest's age in seconds.
+pub(crate) async fn unnumbered(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+) -> Result<(i64, i64), StoreError> {
+    let row = sqlx::query!(
+        r#"SELECT COUNT(*) AS "n!",
+                  COALESCE(EXTRACT(EPOCH FROM now() - min(registered_at))::bigint, 0) AS "oldest!"
+           FROM event_xacts WHERE registered_at < now() - make_interval(secs => $1)"#,
+        older_than.as_secs_f64(),
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.n, row.oldest))
+}
+
+/// Numbered events older than `older_than` that the webhook dispatcher has not fanned out yet:
+/// how many, and the oldest's age in seconds.
+pub(crate) async fn undispatched(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+) -> Result<(i64, i64), StoreError> {
+    let row = sqlx::query!(
+        r#"SELECT COUNT(*) AS "n!",
+                  COALESCE(EXTRACT(EPOCH FROM now() - min(e.at))::bigint, 0) AS "oldest!"
+           FROM webhook_dispatch w
+           JOIN event_commits c ON c.n >= w.n
+           JOIN events e ON e.xid = c.xid
+           WHERE (c.n > w.n OR e.seq > w.seq) AND e.at < now() - make_interval(secs => $1)"#,
+        older_than.as_secs_f64(),
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.n, row.oldest))
+}
+
+/// A delivery to an enabled endpoint that is out of its retry schedule.
+#[derive(Debug)]
+pub(crate) struct StuckDeliveryRow {
+    pub(crate) endpoint_id: String,
+    pub(crate) event_id: uuid::Uuid,
+    pub(crate) age_secs: i64,
+}
+
+/// Deliveries of events older than `older_than` to enabled endpoints that nobody is sending: not
+/// claimed, due more than `overdue` ago, and not waiting behind an earlier event of the same
+/// order (that one is in its schedule or reported itself).
+pub(crate) async fn stuck_deliveries(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+    overdue: std::time::Duration,
+) -> Result<Vec<StuckDeliveryRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        StuckDeliveryRow,
+        r#"SELECT d.endpoint_id::text AS "endpoint_id!", e.id AS event_id,
+                  EXTRACT(EPOCH FROM now() - e.at)::bigint AS "age_secs!"
+           FROM webhook_deliveries d
+           JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled
+           JOIN events e ON e.xid = d.xid AND e.seq = d.seq
+           WHERE e.at < now() - make_interval(secs => $1)
+             AND (d.claimed_until IS NULL OR d.claimed_until < now())
+             AND d.next_at < now() - make_interval(secs => $2)
+             AND NOT EXISTS (
+                 SELECT 1 FROM webhook_deliveries p
+                 WHERE p.endpoint_id = d.endpoint_id AND p.order_id = d.order_id
+                   AND p.order_sequence < d.order_sequence)
+           ORDER BY e.at LIMIT 100"#,
+        older_than.as_secs_f64(),
+        overdue.as_secs_f64(),
     )
     .fetch_all(pool)
     .await?)

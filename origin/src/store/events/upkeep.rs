@@ -134,6 +134,9 @@ pub async fn purge(pool: &PgPool, before: DateTime<Utc>) -> Result<u64, StoreErr
                    UPDATE event_horizon h SET n = last.n, seq = last.seq,
                           purged_before = GREATEST(h.purged_before, (SELECT max(at) FROM gone))
                    FROM last
+               ), undelivered AS (
+                   -- Their deliveries too: a purged event cannot be sent any more.
+                   DELETE FROM webhook_deliveries w USING gone g WHERE w.n = g.n AND w.seq = g.seq
                ), emptied AS (
                    -- Commits before the last one touched have no event left.
                    DELETE FROM event_commits c WHERE c.n < (SELECT n FROM last)
