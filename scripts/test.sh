@@ -29,6 +29,11 @@ bash scripts/check-deploy.sh
 echo "== scripts/services.sh on a machine without the services (private namespaces)"
 bash scripts/test-services.sh
 
+echo "== the webhook receiver examples' libraries (PyPI and npm standardwebhooks, pinned)"
+bash scripts/webhook-consumers.sh
+# The origin's `api webhook_consumers` tests run the examples with them; here they must.
+export FLASHGATE_WEBHOOK_CONSUMERS=required
+
 echo "== workspace tests (real Postgres and redis-server)"
 cargo test --workspace --locked
 

@@ -10,6 +10,9 @@
 //!   (`x_bucket` only for a histogram `x`, `x_total` only for a counter `x`), and every label a
 //!   selector or a grouping names exists on that metric's series.
 
+#[path = "api/receiver.rs"]
+mod receiver;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,7 +30,7 @@ const WEBHOOK_SECRET: &str = "whsec_deploy_test_0123456789";
 const IMPLICIT_LABELS: [&str; 3] = ["instance", "job", "le"];
 
 /// Alerts that must exist: (name, severity, fragments the expression must contain).
-const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
+const REQUIRED_ALERTS: [(&str, &str, &[&str]); 16] = [
     (
         "FlashgateLockAcquireFailures",
         "warning",
@@ -87,10 +90,35 @@ const REQUIRED_ALERTS: [(&str, &str, &[&str]); 11] = [
         "warning",
         &["origin_refund_due_total", "> 0"],
     ),
+    (
+        "FlashgateWebhookEndpointDisabled",
+        "critical",
+        &["origin_webhook_endpoints_disabled_total", "failing|gone"],
+    ),
+    (
+        "FlashgateWebhookBacklog",
+        "warning",
+        &["origin_webhook_oldest_pending_seconds", "> 3600"],
+    ),
+    (
+        "FlashgateWebhookDeliveryLagging",
+        "warning",
+        &["origin_webhook_delivery_lag_seconds_bucket"],
+    ),
+    (
+        "FlashgateEventFeedLagging",
+        "warning",
+        &["origin_event_feed_lag_seconds_bucket"],
+    ),
+    (
+        "FlashgateEventStreamFailing",
+        "warning",
+        &["origin_event_stream_errors_total"],
+    ),
 ];
 
 /// What the Lock Health dashboard must show, as the series it queries.
-const DASHBOARD_MUST_QUERY: [&str; 20] = [
+const DASHBOARD_MUST_QUERY: [&str; 29] = [
     "redlock_acquire_total",
     "redlock_acquire_seconds_bucket",
     "redlock_node_errors_total",
@@ -111,6 +139,15 @@ const DASHBOARD_MUST_QUERY: [&str; 20] = [
     "origin_hold_expiry_lag_seconds_bucket",
     "origin_returns_total",
     "origin_refund_due_total",
+    "origin_events_total",
+    "origin_event_feed_lag_seconds_bucket",
+    "origin_webhook_deliveries_total",
+    "origin_webhook_delivery_lag_seconds_bucket",
+    "origin_webhook_pending",
+    "origin_webhook_oldest_pending_seconds",
+    "origin_webhook_endpoint_enabled",
+    "origin_event_stream_appended_total",
+    "origin_event_stream_lag_seconds_bucket",
 ];
 
 fn repo_file(relative: &str) -> String {
@@ -659,6 +696,18 @@ async fn every_metric_in_dashboard_and_alerts_is_exported_by_a_live_origin(pool:
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // A webhook endpoint that acknowledges (the purchase's events are delivered to it), so that
+    // the deliveries' labelled series exist.
+    let receiver = receiver::Receiver::start().await;
+    let res = client
+        .post(format!("{base}/v1/admin/webhooks"))
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .body(serde_json::json!({"url": receiver.url()}).to_string())
+        .send()
+        .await
+        .expect("webhook endpoint");
+    assert_eq!(res.status(), 201, "{:?}", res.text().await);
+
     // One sale and one purchase, so that the labelled series exist.
     let res = client
         .put(format!("{base}/v1/admin/skus/DEPLOY-1"))
@@ -713,13 +762,25 @@ async fn every_metric_in_dashboard_and_alerts_is_exported_by_a_live_origin(pool:
         assert_eq!(res.status(), status, "{:?}", res.text().await);
     }
 
-    let res = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics");
-    assert_eq!(res.status(), 200);
-    let text = res.text().await.expect("metrics text");
+    // The purchase's event delivered, and the endpoints' gauges read (every 2 s).
+    let start = Instant::now();
+    let text = loop {
+        let res = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics");
+        assert_eq!(res.status(), 200);
+        let text = res.text().await.expect("metrics text");
+        if text.contains(r#"result="delivered""#) && text.contains("origin_webhook_pending{") {
+            break text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no webhook delivery series: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let exposition = parse_exposition(&text);
     // The labelled series the purchase created, and the exposition the check relies on.
     assert!(

@@ -92,7 +92,14 @@ impl WebhookUrl {
                 )));
             }
         }
-        Ok(Self(url.into()))
+        let url: String = url.into();
+        // As stored: normalization percent-encodes, which may lengthen it.
+        if url.len() > MAX_URL {
+            return Err(invalid(format!(
+                "field `url`: longer than {MAX_URL} characters"
+            )));
+        }
+        Ok(Self(url))
     }
 }
 
@@ -135,6 +142,7 @@ fn parse_description(d: Option<String>) -> Result<Option<String>, EndpointError>
         Some(d) if d.chars().count() > MAX_DESCRIPTION => Err(invalid(format!(
             "field `description`: longer than {MAX_DESCRIPTION} characters"
         ))),
+        Some(d) if d.contains('\0') => Err(invalid("field `description`: a NUL character")),
         other => Ok(other),
     }
 }
@@ -417,10 +425,12 @@ mod tests {
             "https://user:pw@shop.example/",
             "not a url",
             "https://",
+            &format!("https://shop.example/{}", "é".repeat(400)),
         ] {
             assert!(WebhookUrl::parse(bad, false).is_err(), "{bad}");
         }
         assert!(WebhookUrl::parse("http://shop.example/h", true).is_ok());
+        assert!(parse_description(Some("a\0b".into())).is_err());
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub(crate) async fn sequencer(pool: PgPool, metrics: Arc<EventMetrics>) {
 /// Most events one dispatcher pass fans out.
 const DISPATCH_MAX: i64 = 2_000;
 /// How often the endpoints' gauges are read from the database.
-const STATS_EVERY: Duration = Duration::from_secs(5);
+const STATS_EVERY: Duration = Duration::from_secs(2);
 
 /// Fans the feed out to the webhook endpoints, forever; deliveries are due `first_delay` after
 /// (the first delay of `WEBHOOK_RETRY_SCHEDULE`, normally 0).

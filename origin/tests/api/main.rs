@@ -34,4 +34,5 @@ mod service;
 mod shutdown;
 mod unknown_skus;
 mod waiting_room;
+mod webhook_consumers;
 mod webhooks;

@@ -55,8 +55,13 @@ impl Received {
     }
 }
 
+/// Which requests a scripted answer is for.
+type Matcher = Box<dyn Fn(&Value) -> bool + Send + Sync>;
+
 #[derive(Default)]
 struct Script {
+    /// Answers for the events a matcher accepts, used in order (then the rest).
+    when: Vec<(Matcher, Vec<Reply>)>,
     /// Answers for a given `webhook-id`, used in order (then `default`).
     by_id: HashMap<String, Vec<Reply>>,
     /// Answers for any request, used in order (then `default`).
@@ -116,6 +121,20 @@ impl Receiver {
             .expect("script")
             .by_id
             .insert(id.to_owned(), replies);
+    }
+
+    /// Answers the deliveries whose event `matches` with these replies, in order.
+    pub(crate) fn when(
+        &self,
+        matches: impl Fn(&Value) -> bool + Send + Sync + 'static,
+        replies: Vec<Reply>,
+    ) {
+        self.shared
+            .script
+            .lock()
+            .expect("script")
+            .when
+            .push((Box::new(matches), replies));
     }
 
     /// Every request so far, in arrival order.
@@ -210,11 +229,19 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         .to_owned();
     let reply = {
         let mut script = shared.script.lock().expect("script");
-        let scripted = script
-            .by_id
-            .get_mut(&id)
-            .filter(|r| !r.is_empty())
-            .map(|r| r.remove(0));
+        let event: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let matched = script
+            .when
+            .iter_mut()
+            .find(|(matches, replies)| !replies.is_empty() && matches(&event))
+            .map(|(_, replies)| replies.remove(0));
+        let scripted = matched.or_else(|| {
+            script
+                .by_id
+                .get_mut(&id)
+                .filter(|r| !r.is_empty())
+                .map(|r| r.remove(0))
+        });
         match scripted {
             Some(r) => r,
             None if !script.next.is_empty() => script.next.remove(0),
