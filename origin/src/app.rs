@@ -13,13 +13,14 @@ use tokio::net::TcpListener;
 
 use crate::auth::Credentials;
 use crate::hold_queue::HoldQueue;
+use crate::lease::SkuLocks;
 use crate::metrics::Metrics;
 use crate::orders::OrderService;
 use crate::pseudonym::Pseudonyms;
-use crate::purchase::Context;
-use crate::purchase::PurchaseService;
+use crate::purchase::expire::HoldExpiry;
 use crate::purchase::knowledge::SaleKnowledge;
 use crate::purchase::runtime::Deciders;
+use crate::purchase::{Context, PurchaseService};
 use crate::routes::{self, AppState, SharedState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
@@ -42,6 +43,8 @@ pub struct Application {
     purge: tokio::task::JoinHandle<()>,
     /// The hold expiry loop (`orders::expiry`).
     expiry: tokio::task::JoinHandle<()>,
+    /// The deciders' pool (`purchase::runtime`), closed when the origin stops.
+    decide_pool: sqlx::PgPool,
 }
 
 impl Application {
@@ -113,20 +116,30 @@ impl Application {
             .with_audit(telemetry::LockAudit);
         // The holds' delayed queue lives on the first Redis node (docs/reliability.md).
         let holds = HoldQueue::new(clients.first().cloned(), &settings.redis_key_prefix);
+        let locks = SkuLocks::new(lock.clone(), &settings.purchase, metrics.clone());
+        let knowledge = Arc::new(SaleKnowledge::new());
+        let hold_expiry = HoldExpiry::new(decide_pool.clone(), knowledge.clone(), metrics.clone());
         let purchases = PurchaseService::new(
-            Context {
-                pool: decide_pool,
-                lock: lock.clone(),
-                knowledge: Arc::new(SaleKnowledge::new()),
-                metrics: metrics.clone(),
-                settings: settings.purchase.clone(),
-                key_prefix: settings.redis_key_prefix.clone(),
-                holds: holds.clone(),
-                due: Default::default(),
-            },
+            Context::new(
+                decide_pool.clone(),
+                locks.clone(),
+                knowledge.clone(),
+                metrics.clone(),
+                settings.purchase.clone(),
+                holds.clone(),
+                hold_expiry.clone(),
+            ),
             deciders,
         );
-        let orders = OrderService::new(purchases.shared_context());
+        let orders = OrderService::new(
+            decide_pool.clone(),
+            locks,
+            hold_expiry,
+            knowledge,
+            metrics.clone(),
+            holds.clone(),
+            settings.purchase.request_deadline,
+        );
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
@@ -201,6 +214,7 @@ impl Application {
             http: settings.http.clone(),
             purge,
             expiry,
+            decide_pool,
         })
     }
 
@@ -232,7 +246,6 @@ impl Application {
         };
         tracing::info!(%addr, tls_addr = ?tls_addr, max_connections = self.http.max_connections, "origin listening");
         let metrics = self.state.metrics.clone();
-        let decide_pool = self.state.purchases.shared_context().pool.clone();
         let app = routes::router(self.state, (&self.http).into());
         let mut listeners = vec![server::Listener {
             tcp: self.listener,
@@ -254,7 +267,7 @@ impl Application {
         self.expiry.abort();
         // The deciders' pool is the process's own (the request pool may be a caller's): close
         // its connections rather than leave them to the dropped thread.
-        let _ = tokio::time::timeout(POOL_CLOSE, decide_pool.close()).await;
+        let _ = tokio::time::timeout(POOL_CLOSE, self.decide_pool.close()).await;
         tracing::info!("origin stopped");
         Ok(())
     }
