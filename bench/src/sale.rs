@@ -437,15 +437,15 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                     break;
                 }
                 201 => {
-                    if let Some(id) = json["order_id"].as_str() {
-                        if s.order_ids.lock().await.insert(id.to_owned()) {
-                            s.sold.fetch_add(1, Ordering::Relaxed);
-                            s.bar.inc(1);
-                            s.last_201_micros.fetch_max(
-                                u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
-                                Ordering::Relaxed,
-                            );
-                        }
+                    if let Some(id) = json["order_id"].as_str()
+                        && s.order_ids.lock().await.insert(id.to_owned())
+                    {
+                        s.sold.fetch_add(1, Ordering::Relaxed);
+                        s.bar.inc(1);
+                        s.last_201_micros.fetch_max(
+                            u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
+                            Ordering::Relaxed,
+                        );
                     }
                     break; // next unit, fresh key
                 }
