@@ -7,6 +7,7 @@
 
 pub(crate) mod admin;
 pub mod envelope;
+mod extract;
 pub mod health;
 pub mod limits;
 pub(crate) mod orders;
@@ -14,6 +15,7 @@ pub(crate) mod payments;
 pub(crate) mod purchases;
 pub mod readiness;
 pub mod reads;
+mod refusals;
 pub(crate) mod skus;
 pub mod state;
 
