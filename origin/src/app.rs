@@ -1,6 +1,7 @@
 //! Building and running the origin: connect the pool and the lock, run migrations, bind the
-//! listener, serve until the shutdown future resolves. Tests call [`Application::build`] with
-//! `LISTEN_ADDR` port 0 and read [`Application::port`].
+//! listener (and the HTTPS one, when configured), serve until the shutdown future resolves.
+//! Tests call [`Application::build`] with `LISTEN_ADDR` port 0 and read [`Application::port`]
+//! (and [`Application::tls_port`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +36,8 @@ const POOL_CLOSE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
+    /// The HTTPS listener (`TLS_LISTEN_ADDR`) and its reloadable TLS configuration.
+    tls: Option<(TcpListener, Arc<server::tls::ServerTls>)>,
     state: AppState,
     http: HttpSettings,
     purge: tokio::task::JoinHandle<()>,
@@ -140,6 +143,16 @@ impl Application {
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
+        let tls = match &settings.listener_tls {
+            None => None,
+            Some(files) => {
+                let tls = server::tls::ServerTls::load(files.clone(), metrics.clone())
+                    .context("loading the HTTPS listener's TLS files")?;
+                let listener = server::bind(files.listen_addr)
+                    .with_context(|| format!("binding TLS_LISTEN_ADDR {}", files.listen_addr))?;
+                Some((listener, Arc::new(tls)))
+            }
+        };
         let pseudonyms = match &settings.log_hash_key {
             Some(key) => Pseudonyms::new(key.expose_secret().as_bytes()),
             None => {
@@ -196,6 +209,7 @@ impl Application {
         });
         Ok(Self {
             listener,
+            tls,
             state,
             http: settings.http.clone(),
             purge,
@@ -209,6 +223,12 @@ impl Application {
         self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
     }
 
+    /// The HTTPS listener's bound port (useful with `TLS_LISTEN_ADDR=…:0`), when it is on.
+    pub fn tls_port(&self) -> Option<u16> {
+        let (listener, _) = self.tls.as_ref()?;
+        listener.local_addr().ok().map(|a| a.port())
+    }
+
     /// The shared state (tests read metrics and the pool through it).
     pub fn state(&self) -> &AppState {
         &self.state
@@ -220,10 +240,29 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
-        tracing::info!(%addr, max_connections = self.http.max_connections, "origin listening");
+        let tls_addr = match &self.tls {
+            Some((listener, _)) => Some(listener.local_addr()?),
+            None => None,
+        };
+        tracing::info!(%addr, tls_addr = ?tls_addr, max_connections = self.http.max_connections, "origin listening");
         let metrics = self.state.metrics.clone();
         let app = routes::router(self.state, (&self.http).into());
-        server::serve(self.listener, app, &self.http, metrics, shutdown).await;
+        let mut listeners = vec![server::Listener {
+            tcp: self.listener,
+            tls: None,
+        }];
+        let mut tls_watch = None;
+        if let Some((tcp, tls)) = self.tls {
+            tls_watch = Some(tokio::spawn(server::tls::watch(tls.clone())));
+            listeners.push(server::Listener {
+                tcp,
+                tls: Some(tls),
+            });
+        }
+        server::serve(listeners, app, &self.http, metrics, shutdown).await;
+        if let Some(watch) = tls_watch {
+            watch.abort();
+        }
         self.purge.abort();
         self.expiry.abort();
         // The deciders' pool is the process's own (the request pool may be a caller's): close
