@@ -16,6 +16,9 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== no import circle between the files or the modules of any crate (xtask/)"
+cargo xtask circles
+
 echo "== SQL checked at compile time: origin/.sqlx/ matches the queries and the migrations"
 bash scripts/sqlx-prepare.sh --check
 

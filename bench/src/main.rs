@@ -30,9 +30,8 @@ mod soak;
 mod targets;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use targets::{Connections, Target};
 
@@ -48,7 +47,7 @@ enum Command {
     /// Run a sale against running targets (origin URLs, or the edge with --session-secret).
     Run {
         #[command(flatten)]
-        sale: SaleArgs,
+        sale: sale::SaleArgs,
         /// Base URLs to spread shoppers over (e.g. two origin replicas).
         #[arg(long = "target", required = true)]
         targets: Vec<String>,
@@ -74,7 +73,7 @@ enum Command {
     /// each: the origin with and without the combiner, the redis-lua baseline, the ceiling.
     Compare {
         #[command(flatten)]
-        sale: SaleArgs,
+        sale: sale::SaleArgs,
         /// Targets to measure, comma-separated, in this order.
         #[arg(
             long,
@@ -132,47 +131,6 @@ enum Command {
     /// a farm of accounts behind a few /24s (solving on one core): the honest share, the farm's
     /// CPU-seconds per unit, the honest shoppers' added latency; fails on an oversell or a 5xx.
     Scalpers(scalpers::ScalpersArgs),
-}
-
-/// The shape of the sale.
-#[derive(Args, Debug, Clone)]
-pub(crate) struct SaleArgs {
-    /// Concurrent shoppers (distinct users).
-    #[arg(long, short = 'c', default_value_t = 1000)]
-    pub(crate) concurrency: usize,
-    /// Units on sale.
-    #[arg(long, default_value_t = 20_000)]
-    pub(crate) stock: i64,
-    /// Per-user cap.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) max_per_user: i64,
-    /// Stop after this long even if not sold out (seconds).
-    #[arg(long, default_value_t = 120)]
-    pub(crate) max_seconds: u64,
-    /// SKU name (default: a fresh one per run).
-    #[arg(long)]
-    pub(crate) sku: Option<String>,
-    /// Where to write the SVG plot(s). The default is out of version control; a run meant for
-    /// the docs passes `--out-dir docs/bench` (see docs/benchmarks.md).
-    #[arg(long, default_value = "target/bench")]
-    pub(crate) out_dir: PathBuf,
-    /// A label for the output files.
-    #[arg(long, default_value = "sale")]
-    pub(crate) label: String,
-    /// Open each shopper's connection when the sale opens (inside the measured latency) instead
-    /// of before it: shoppers normally have the page open, and the edge keeps warm connections
-    /// to the origin.
-    #[arg(long)]
-    pub(crate) cold_connections: bool,
-    /// Also write every request (sent at, latency, status) to `<out-dir>/<label>-<run>.csv`.
-    #[arg(long)]
-    pub(crate) samples_csv: bool,
-}
-
-impl SaleArgs {
-    pub(crate) fn max_duration(&self) -> Duration {
-        Duration::from_secs(self.max_seconds)
-    }
 }
 
 #[tokio::main]

@@ -3,6 +3,7 @@
 //! stored) there is no SKU to create and no books: its first `stock` 201s are the sale.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,9 +18,49 @@ use shared::SecretRing;
 use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
 
-use crate::SaleArgs;
 use crate::books::{self, Generation, Invariants, SkuBooks};
 use crate::procstat::CpuSample;
+
+/// The shape of the sale.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SaleArgs {
+    /// Concurrent shoppers (distinct users).
+    #[arg(long, short = 'c', default_value_t = 1000)]
+    pub(crate) concurrency: usize,
+    /// Units on sale.
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) stock: i64,
+    /// Per-user cap.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) max_per_user: i64,
+    /// Stop after this long even if not sold out (seconds).
+    #[arg(long, default_value_t = 120)]
+    pub(crate) max_seconds: u64,
+    /// SKU name (default: a fresh one per run).
+    #[arg(long)]
+    pub(crate) sku: Option<String>,
+    /// Where to write the SVG plot(s). The default is out of version control; a run meant for
+    /// the docs passes `--out-dir docs/bench` (see docs/benchmarks.md).
+    #[arg(long, default_value = "target/bench")]
+    pub(crate) out_dir: PathBuf,
+    /// A label for the output files.
+    #[arg(long, default_value = "sale")]
+    pub(crate) label: String,
+    /// Open each shopper's connection when the sale opens (inside the measured latency) instead
+    /// of before it: shoppers normally have the page open, and the edge keeps warm connections
+    /// to the origin.
+    #[arg(long)]
+    pub(crate) cold_connections: bool,
+    /// Also write every request (sent at, latency, status) to `<out-dir>/<label>-<run>.csv`.
+    #[arg(long)]
+    pub(crate) samples_csv: bool,
+}
+
+impl SaleArgs {
+    pub(crate) fn max_duration(&self) -> Duration {
+        Duration::from_secs(self.max_seconds)
+    }
+}
 
 /// Where a sale runs: the shoppers' targets, the admin API, and the database to check.
 #[derive(Debug, Clone, Copy)]

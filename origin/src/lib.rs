@@ -11,8 +11,6 @@ pub mod auth;
 pub mod body;
 pub mod decision;
 pub mod hold_queue;
-#[cfg(test)]
-mod layout;
 pub mod lease;
 pub mod metrics;
 pub mod openapi;

@@ -13,39 +13,16 @@ use anyhow::Context;
 use rand::{Rng, SeedableRng};
 
 use super::addresses;
-use super::client::{self, Tally};
+use super::args::{Defence, HonestSolver, ScalpersArgs};
+use super::client::{self, SaleCtx, Tally};
 use super::farm::{self, Farm, FarmAccount};
 use super::honest::{self, Browser, Honest, HonestOutcome};
 use super::report::SaleOutcome;
 use super::solver::Solver;
 use super::stack::{self, Stack};
-use super::{Connections, HonestSolver, ScalpersArgs};
 use crate::books::{self, Generation, SkuBooks};
+use crate::targets::Connections;
 use crate::{cluster, sale::mint_token};
-
-/// The defences of the defended sale.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Defence {
-    pub(super) min_bits: u8,
-    pub(super) max_bits: u8,
-    pub(super) units: u32,
-    pub(super) window_secs: u32,
-}
-
-/// What honest shoppers and the farm share during one sale.
-#[derive(Debug)]
-pub(super) struct SaleCtx {
-    pub(super) edge: String,
-    pub(super) sku: String,
-    /// The purchase body (`{"sku":…,"qty":1}`).
-    pub(super) body: String,
-    pub(super) start: Instant,
-    /// Nobody starts a request after this.
-    pub(super) deadline: Instant,
-    pub(super) defended: bool,
-    pub(super) honest: Tally,
-    pub(super) farm: Tally,
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()

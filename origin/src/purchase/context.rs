@@ -11,9 +11,8 @@ use shared::Sku;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::answer::{Answer, BatchRef, Refusal};
+use super::answer::{BatchRef, Refusal};
 use super::expire::HoldExpiry;
-use super::job::Job;
 use super::knowledge::SaleKnowledge;
 use crate::decision::Attempt;
 use crate::hold_queue::{self, HoldQueue};
@@ -61,22 +60,6 @@ impl Context {
             settings,
             holds,
             expiry,
-        }
-    }
-
-    pub(super) fn reply(&self, job: Job, answer: Answer) {
-        self.metrics.queue_depth.dec();
-        if answer == Answer::Refused(Refusal::Overloaded) {
-            self.metrics.shed.inc();
-        }
-        // The waiter may have gone (client disconnected); nothing to do then.
-        let _ = job.reply.send(answer);
-    }
-
-    /// Answers every job with the same refusal.
-    pub(super) fn refuse_all(&self, jobs: impl IntoIterator<Item = Job>, refusal: Refusal) {
-        for job in jobs {
-            self.reply(job, refusal.into());
         }
     }
 
