@@ -2,8 +2,8 @@
 //!
 //! `bench run` drives C concurrent shoppers against a running origin or edge; `bench compare`
 //! starts a private cluster per target and runs the same sale against each in one run — the
-//! origin with the combiner (batching + single-flight), the origin with it disabled (one lock +
-//! one transaction per request), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
+//! origin with the combiner (batching + single-flight), the same origin deciding one purchase per
+//! lock and per transaction (`BATCH_MAX=1`), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
 //! ceiling (`serve/ceiling.rs`), with cold and warm connections — and prints them side by side,
 //! each as a share of the ceiling and a ratio to redis-lua. `bench soak` starts the same kind of
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
@@ -70,7 +70,8 @@ enum Command {
         admin_url: Option<String>,
     },
     /// Start a private cluster per target and connection mode and run the same sale against
-    /// each: the origin with and without the combiner, the redis-lua baseline, the ceiling.
+    /// each: the origin in batches and one purchase per batch, the redis-lua baseline, the
+    /// ceiling.
     Compare {
         #[command(flatten)]
         sale: sale::SaleArgs,
@@ -105,7 +106,7 @@ enum Command {
         /// Postgres server URL (a fresh database is created per run).
         #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
         postgres: String,
-        /// Skip the baseline run (the one-lock-per-request origin; other targets still run).
+        /// Skip the baseline run (the origin in batches of one; other targets still run).
         #[arg(long)]
         no_baseline: bool,
         /// Postgres connections per redis-lua process.
@@ -229,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
                 let server = match target {
                     Target::Combiner | Target::Baseline => cluster::Server::Origin {
                         bin: &origin_bin,
-                        single_flight: target == Target::Combiner,
+                        one_per_lease: target == Target::Baseline,
                         redis_nodes,
                     },
                     Target::RedisLua => cluster::Server::RedisLua {

@@ -9,11 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use base64::Engine;
 use hdrhistogram::Histogram;
-use hmac::{Hmac, Mac};
 use indicatif::{ProgressBar, ProgressStyle};
-use sha2::Sha256;
 use shared::SecretRing;
 use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
@@ -154,24 +151,12 @@ struct Shared {
     bar: ProgressBar,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// An HS256 session token for `user`, valid for an hour.
+/// An HS256 session token for `user`, valid for an hour (signed by the edge's own signer).
 pub(crate) fn mint_token(secret: &str, user: &str) -> String {
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let header = b64.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let claims = b64.encode(serde_json::json!({"sub": user, "exp": now_unix() + 3600}).to_string());
-    let signing_input = format!("{header}.{claims}");
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
-        .unwrap_or_else(|_| unreachable!("any key length"));
-    mac.update(signing_input.as_bytes());
-    format!(
-        "{signing_input}.{}",
-        b64.encode(mac.finalize().into_bytes())
+    let exp = shared::Timestamp::now().unix_secs() + 3600;
+    edge::jwt::sign_hs256(
+        &serde_json::json!({"sub": user, "exp": exp}),
+        secret.as_bytes(),
     )
 }
 
@@ -425,7 +410,7 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                     };
                     req = req.header("flashgate-user", &user).header(
                         "flashgate-signature",
-                        signing::sign(ring, now_unix(), &parts),
+                        signing::sign(ring, shared::Timestamp::now().unix_secs(), &parts),
                     );
                 }
                 (Auth::Session(_), None) => return,
@@ -507,6 +492,25 @@ async fn shopper(s: Arc<Shared>, i: usize) {
 mod tests {
     use super::*;
     use crate::serve;
+
+    #[test]
+    fn minted_tokens_are_what_the_edge_accepts_for_an_hour() {
+        let secret = "bench-session-secret-0123456789";
+        let now = shared::Timestamp::now().unix_secs();
+        let claims = edge::jwt::verify_hs256(
+            &mint_token(secret, "shopper-7"),
+            &SecretRing::single(secret),
+            &edge::jwt::TokenRules::default(),
+            now,
+        )
+        .expect("the edge accepts it");
+        assert_eq!(claims.sub.as_str(), "shopper-7");
+        assert!(
+            (now + 3599..=now + 3601).contains(&claims.exp),
+            "{}",
+            claims.exp
+        );
+    }
 
     /// A sale of `stock` units by `shoppers` against an in-process ceiling.
     async fn ceiling_sale(stock: i64, shoppers: usize) -> SaleResult {

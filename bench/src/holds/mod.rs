@@ -54,7 +54,7 @@ pub(crate) async fn run(args: &HoldsArgs, command_line: &str) -> anyhow::Result<
     );
     let server = Server::Origin {
         bin: &args.origin_bin,
-        single_flight: true,
+        one_per_lease: false,
         redis_nodes: args.redis_nodes,
     };
     eprintln!(

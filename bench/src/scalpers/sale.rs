@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
@@ -23,12 +23,6 @@ use super::stack::{self, Stack};
 use crate::books::{self, Generation, SkuBooks};
 use crate::targets::Connections;
 use crate::{cluster, sale::mint_token};
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// The honest shoppers' clicks, after the start: uniform in `0..=jitter`, the same for every sale
 /// of a run (`seed`), so each sale meets the same crowd.
@@ -76,7 +70,8 @@ pub(super) async fn run(
     }
 
     // The sale, starting `lead_secs` after the next whole second.
-    let start_ms = (now_ms() / 1_000 + 1 + i64::try_from(args.lead_secs)?) * 1_000;
+    let start_ms =
+        (shared::Timestamp::now().unix_ms() / 1_000 + 1 + i64::try_from(args.lead_secs)?) * 1_000;
     let starts_at = shared::Timestamp::from_unix_ms(start_ms)
         .context("the start is not a valid time")?
         .to_rfc3339();
@@ -150,7 +145,9 @@ pub(super) async fn run(
             0
         },
     );
-    let until_start = Duration::from_millis(u64::try_from((start_ms - now_ms()).max(0))?);
+    let until_start = Duration::from_millis(u64::try_from(
+        (start_ms - shared::Timestamp::now().unix_ms()).max(0),
+    )?);
     anyhow::ensure!(
         until_start > Duration::from_millis(200),
         "the clients took longer than --lead-secs to get ready: raise it"

@@ -268,8 +268,13 @@ struct Keys {
 }
 
 async fn decide(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<Response, Failure> {
-    let Signed { user, key } =
-        edge::verify(headers, &app.ring, "/v1/purchases", body, super::now_unix())?;
+    let Signed { user, key } = edge::verify(
+        headers,
+        &app.ring,
+        "/v1/purchases",
+        body,
+        shared::Timestamp::now().unix_secs(),
+    )?;
     let request = PurchaseRequest::from_json(body)?;
     let sku = request.sku.as_str();
     let qty = request.qty.get();
@@ -503,7 +508,7 @@ mod tests {
             .header("idempotency-key", key)
             .header(
                 "flashgate-signature",
-                signing::sign(&ring, super::super::now_unix(), &parts),
+                signing::sign(&ring, shared::Timestamp::now().unix_secs(), &parts),
             )
             .body(body)
             .send()

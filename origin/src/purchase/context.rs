@@ -2,7 +2,7 @@
 //! knowledge, the settings and the holds' queue and expiry, and the steps of deciding a batch —
 //! the transaction under a SKU's lease (its guard and fence from [`SkuLease`]), the batch's audit
 //! event, and the mapping of store and lock failures to the answers shoppers get. Used by the
-//! per-SKU combiners ([`super::combiner`]) and by the baseline without them ([`super::baseline`]).
+//! per-SKU combiners ([`super::combiner`]).
 
 use std::sync::Arc;
 use std::time::Instant;

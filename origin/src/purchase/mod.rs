@@ -11,7 +11,6 @@
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
 mod answer;
-pub mod baseline;
 pub mod combiner;
 pub mod context;
 pub mod due;
@@ -88,9 +87,6 @@ impl PurchaseService {
             }
         }
         let deadline = Instant::now() + ctx.settings.request_deadline;
-        if !ctx.settings.single_flight {
-            return baseline::decide_alone(ctx, attempt, deadline).await;
-        }
         let (reply, answer) = oneshot::channel();
         if let Err(_full) = self.combiners.submit(Job {
             attempt,

@@ -81,8 +81,7 @@ async fn decide(app: &AppState, signed: EdgeSigned<Purchase>) -> Response {
         }
         Answer::Fresh { answer, batch, .. } => (answer, false, "batch", Some(batch)),
         Answer::Replayed { answer, batch } => (answer, true, "batch", Some(batch)),
-        // The label predates the in-process knowledge (it was a Redis mark); kept for log queries.
-        Answer::SoldOutKnown(answer) => (answer, false, "sold_out_mark", None),
+        Answer::SoldOutKnown(answer) => (answer, false, "knowledge", None),
     };
     if let Some((sku, who, key_ref)) = &audited {
         tracing::info!(
