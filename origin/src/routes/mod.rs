@@ -28,7 +28,7 @@ use utoipa_axum::routes;
 
 use crate::openapi::{ApiDoc, ServedDoc};
 use crate::problem::ApiError;
-pub use state::{AppState, SharedState};
+pub use state::{AppState, Credentials, SharedState};
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
 /// document's paths come from this one list.
