@@ -21,6 +21,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== supply chain: licences, bans, sources (cargo-deny against deny.toml, offline)"
 bash scripts/deny.sh
 
+echo "== no import circle between the files or the modules of any crate (xtask/)"
+cargo xtask circles
+
 echo "== SQL checked at compile time: origin/.sqlx/ matches the queries and the migrations"
 bash scripts/sqlx-prepare.sh --check
 

@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::client::{self, Answer, Call};
-use super::sale::SaleCtx;
+use super::client::{self, Answer, Call, SaleCtx};
 use super::solver::Solver;
 
 /// One farm account.

@@ -122,7 +122,7 @@ impl Stack {
         }
         let server = Server::Origin {
             bin: origin_bin,
-            single_flight: true,
+            one_per_lease: false,
             redis_nodes,
         };
         let cluster = Cluster::start(server, postgres, 1).await?;

@@ -351,7 +351,6 @@ fn values_are_parsed_and_errors_name_the_variable() {
         ("QUEUE_CAPACITY", "0"),
         ("LOCK_TTL_MS", "5000"),
         ("RUN_MIGRATIONS", "No"),
-        ("SINGLE_FLIGHT", "0"),
         ("REDIS_KEY_PREFIX", "shop-a"),
         ("RECONCILE_INTERVAL_SECS", "0"),
         ("LISTEN_ADDR", "0.0.0.0:0"),
@@ -360,7 +359,7 @@ fn values_are_parsed_and_errors_name_the_variable() {
     assert_eq!(s.purchase.batch_max, 1000, "clamped");
     assert_eq!(s.purchase.queue_capacity, 1, "clamped");
     assert_eq!(s.purchase.lock_ttl, Duration::from_secs(5));
-    assert!(!s.run_migrations && !s.purchase.single_flight);
+    assert!(!s.run_migrations);
     assert_eq!(s.redis_key_prefix, "shop-a");
     assert_eq!(s.reconcile_interval, Duration::ZERO);
     for (name, bad, reason) in [
