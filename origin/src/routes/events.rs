@@ -4,13 +4,12 @@
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
 use serde::Serialize;
 use shared::ErrorCode;
 
 use super::AppState;
+use super::extract::AdminToken;
 use super::skus::store_error;
-use crate::auth;
 use crate::events::{self, Event};
 use crate::problem::ApiError;
 use crate::store::events::{self as store, PageError, Position};
@@ -133,10 +132,9 @@ pub(crate) fn page_error(e: PageError) -> ApiError {
 )]
 pub(crate) async fn list(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<EventPage>, ApiError> {
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let q = FeedQuery::parse(raw.as_deref())?;
     let types = (!q.types.is_empty()).then_some(q.types.as_slice());
     let page = store::page(&app.pool, q.after, q.limit, types)
@@ -164,10 +162,9 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
 ) -> Result<Json<Event>, ApiError> {
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let id = events::parse_id(&raw)
         .ok_or_else(|| invalid("an event id is `evt_` followed by 32 hex digits"))?;
     match store::by_id(&app.pool, id).await.map_err(store_error)? {

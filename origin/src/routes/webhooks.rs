@@ -1,20 +1,21 @@
-//! The webhook endpoints' admin API, `/v1/admin/webhooks…` (admin token): check the token (before
-//! any body byte is read), read the body, hand it to `events::Endpoints`, answer. A body the API
+//! The webhook endpoints' admin API, `/v1/admin/webhooks…`: the [`AdminToken`] (before any body
+//! byte is read), the body, `events::Endpoints`, the answer. A body the API
 //! does not take — unknown fields, a bad URL or type, too large — is 400 `invalid_request`.
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::Serialize;
 use shared::ErrorCode;
 use uuid::Uuid;
 
 use super::AppState;
+use super::extract::AdminToken;
 use super::skus::store_error;
+use crate::body;
 use crate::events::endpoints::{EndpointError, EndpointView, EndpointWithSecret};
 use crate::problem::ApiError;
-use crate::{auth, body};
 
 /// `GET /v1/admin/webhooks`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -45,13 +46,8 @@ fn refusal(e: EndpointError) -> ApiError {
     }
 }
 
-/// The admin token, then the body — a body too large is this API's 400 `invalid_request`.
-async fn admin_body(
-    app: &AppState,
-    headers: &HeaderMap,
-    request: Body,
-) -> Result<bytes::Bytes, ApiError> {
-    auth::require_admin(headers, &app.credentials.admin_tokens)?;
+/// The body (after the [`AdminToken`]) — one too large is this API's 400 `invalid_request`.
+async fn admin_body(request: Body) -> Result<bytes::Bytes, ApiError> {
     body::read_limited(request).await.map_err(|e| {
         if e.code() == ErrorCode::PayloadTooLarge {
             ApiError::new(
@@ -89,10 +85,10 @@ fn endpoint_id(raw: &str) -> Result<Uuid, ApiError> {
 )]
 pub(crate) async fn create(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     request: Body,
 ) -> Result<(StatusCode, Json<EndpointWithSecret>), ApiError> {
-    let bytes = admin_body(&app, &headers, request).await?;
+    let bytes = admin_body(request).await?;
     let created = app.webhooks.create(&bytes).await.map_err(refusal)?;
     Ok((StatusCode::CREATED, Json(created)))
 }
@@ -109,9 +105,8 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn list(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
 ) -> Result<Json<EndpointList>, ApiError> {
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let data = app.webhooks.list().await.map_err(refusal)?;
     Ok(Json(EndpointList { data }))
 }
@@ -131,10 +126,9 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let id = endpoint_id(&raw)?;
     app.webhooks.get(id).await.map(Json).map_err(refusal)
 }
@@ -156,11 +150,11 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn update(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
     request: Body,
 ) -> Result<Json<EndpointView>, ApiError> {
-    let bytes = admin_body(&app, &headers, request).await?;
+    let bytes = admin_body(request).await?;
     let id = endpoint_id(&raw)?;
     app.webhooks
         .update(id, &bytes)
@@ -184,10 +178,9 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn delete(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
     let id = endpoint_id(&raw)?;
     app.webhooks.delete(id).await.map_err(refusal)?;
     Ok(StatusCode::NO_CONTENT)
@@ -209,11 +202,11 @@ pub(crate) async fn delete(
 )]
 pub(crate) async fn rotate_secret(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
     request: Body,
 ) -> Result<Json<EndpointWithSecret>, ApiError> {
-    admin_body(&app, &headers, request).await?;
+    admin_body(request).await?;
     let id = endpoint_id(&raw)?;
     app.webhooks.rotate(id).await.map(Json).map_err(refusal)
 }
@@ -237,11 +230,11 @@ pub(crate) async fn rotate_secret(
 )]
 pub(crate) async fn replay(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _: AdminToken,
     Path(raw): Path<String>,
     request: Body,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
-    let bytes = admin_body(&app, &headers, request).await?;
+    let bytes = admin_body(request).await?;
     let id = endpoint_id(&raw)?;
     let replayed = app.webhooks.replay(id, &bytes).await.map_err(refusal)?;
     Ok((StatusCode::ACCEPTED, Json(Replayed { replayed })))

@@ -180,6 +180,7 @@ async fn deliveries_are_signed_standard_webhooks_of_the_feeds_events_filtered_pe
     let _ = second;
 
     // The endpoint's view: nothing pending, never failing; the secret is never shown again.
+    app.wait_pending(a["id"].as_str().expect("id"), 0).await;
     let view = app.endpoint_view(a["id"].as_str().expect("id")).await;
     assert_eq!(
         (view["pending"].clone(), view["failing_since"].clone()),
@@ -321,6 +322,8 @@ async fn retry_after_defers_without_spending_an_attempt_and_redirects_are_not_fo
         elsewhere.received().is_empty(),
         "the redirect was not followed"
     );
+    app.wait_pending(endpoint["id"].as_str().expect("id"), 0)
+        .await;
     let view = app
         .endpoint_view(endpoint["id"].as_str().expect("id"))
         .await;
