@@ -42,7 +42,19 @@ impl Server<'_> {
     }
 }
 
+/// What a cluster's origins get beyond the defaults (`bench events`).
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    /// More environment variables of every origin.
+    pub(crate) env: Vec<(String, String)>,
+    /// Start one more `redis-server`, not a Redlock node, and give its URL to the origins as
+    /// `EVENTS_STREAM_URL` (`Cluster::stream_url`).
+    pub(crate) stream: bool,
+}
+
 pub(crate) struct Cluster {
+    /// The event stream's Redis (`Extra::stream`), not one of `redis_urls`.
+    pub(crate) stream_url: Option<String>,
     /// The server processes' base URLs (origins, or the ceiling / redis-lua servers).
     pub(crate) origin_urls: Vec<String>,
     /// Process ids of the servers, in the order of `origin_urls` (for `/proc` sampling).
@@ -108,6 +120,16 @@ impl Cluster {
         postgres: &str,
         processes: usize,
     ) -> anyhow::Result<Self> {
+        Self::start_with(server, postgres, processes, &Extra::default()).await
+    }
+
+    /// [`Cluster::start`] with `extra` for the origins.
+    pub(crate) async fn start_with(
+        server: Server<'_>,
+        postgres: &str,
+        processes: usize,
+        extra: &Extra,
+    ) -> anyhow::Result<Self> {
         if let Server::Origin { bin, .. } = server {
             anyhow::ensure!(
                 bin.exists(),
@@ -123,7 +145,8 @@ impl Cluster {
         let mut children = Vec::new();
         let mut redis_urls = Vec::new();
         let mut redis_pids = Vec::new();
-        for _ in 0..redis_nodes {
+        let stream_nodes = usize::from(extra.stream);
+        for _ in 0..redis_nodes + stream_nodes {
             let port = free_port()?;
             let child = Command::new("redis-server")
                 .args([
@@ -146,7 +169,8 @@ impl Cluster {
             children.push(child);
             redis_urls.push(format!("redis://127.0.0.1:{port}"));
         }
-        for url in &redis_urls {
+        let stream_url = extra.stream.then(|| redis_urls.pop()).flatten();
+        for url in redis_urls.iter().chain(&stream_url) {
             let client = redis_ping_client(url);
             wait_until("redis-server", Duration::from_secs(10), async || {
                 client.connect().await.is_ok()
@@ -191,6 +215,12 @@ impl Cluster {
                         // a hot sale's holds by webhook.
                         .env("PAYMENT_WEBHOOK_MAX_CONCURRENCY", "8")
                         .env("RUST_LOG", "warn");
+                    if let Some(stream) = &stream_url {
+                        c.env("EVENTS_STREAM_URL", stream);
+                    }
+                    for (k, v) in &extra.env {
+                        c.env(k, v);
+                    }
                     c
                 }
                 Server::Ceiling => {
@@ -231,6 +261,7 @@ impl Cluster {
             origin_urls.push(url);
         }
         Ok(Self {
+            stream_url,
             origin_urls,
             origin_pids,
             redis_pids,

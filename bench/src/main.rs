@@ -9,7 +9,8 @@
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
 //! file descriptors. Every run verifies the invariants against the database and exits non-zero
 //! on a violation. `bench holds` runs the hot SKU without and with holds (abandoned or paid by
-//! signed Stripe-style webhooks) in one cluster. `bench scalpers` starts its own stack (the
+//! signed Stripe-style webhooks) in one cluster. `bench events` runs the sale with holds without,
+//! then with, webhook endpoints and the event stream (issue 34). `bench scalpers` starts its own stack (the
 //! origin and the built worker in workerd through `wrangler dev`) and runs the same sale twice,
 //! the edge's bot defences off and on: 1,000 honest shoppers, each from a /24 of its own and
 //! solving at a browser's pace, against a farm of 1,000 accounts behind 8 /24s solving natively
@@ -19,6 +20,7 @@
 
 mod books;
 mod cluster;
+mod events;
 mod holds;
 mod plot;
 mod procstat;
@@ -127,6 +129,11 @@ enum Command {
     /// webhooks: throughput beside each other, expiry lag, every abandoned unit sold again,
     /// books balanced at every sample.
     Holds(holds::HoldsArgs),
+    /// Start two clusters and run the same sale with holds (buy, pay most by webhook, abandon,
+    /// cancel and refund a few) in each: without webhook endpoints and stream, then with two
+    /// endpoints (one healthy, one flaky) and the Redis stream: purchases/s side by side,
+    /// commit→delivery p50/p99 per endpoint, events lost (0) and duplicates delivered.
+    Events(events::EventsArgs),
     /// Start the origin and the built edge (wrangler dev) and run the same sale with the bot
     /// defences off and on: honest shoppers (one /24 each, solving at a browser's pace) against
     /// a farm of accounts behind a few /24s (solving on one core): the honest share, the farm's
@@ -149,6 +156,16 @@ async fn main() -> anyhow::Result<()> {
         Command::Holds(args) => {
             let command_line = std::env::args().collect::<Vec<_>>().join(" ");
             holds::run(&args, &command_line).await?
+        }
+        Command::Events(args) => {
+            let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+            if !events::run(&args, &command_line).await? {
+                eprintln!(
+                    "EVENTS FAILED: an event lost, an order out of step with its events, or reconcile — see above"
+                );
+                std::process::exit(2);
+            }
+            true
         }
         Command::Scalpers(args) => {
             let command_line = std::env::args().collect::<Vec<_>>().join(" ");

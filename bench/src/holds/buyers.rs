@@ -1,5 +1,7 @@
 //! The holds sale's load: shoppers that buy one unit at a time and leave a share of their holds
 //! unpaid, and payers that pay the rest by a signed Stripe-style webhook, retried like Stripe.
+//! `bench events` adds a share of holds cancelled and of payments refunded with restock (through
+//! the admin API); `bench holds` sets both shares to 0.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,29 +17,36 @@ use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
 
 /// What the shoppers and payers share (counters, samples, the stop flag).
-pub(super) struct Shared {
-    pub(super) client: reqwest::Client,
-    pub(super) targets: Vec<String>,
+pub(crate) struct Shared {
+    pub(crate) client: reqwest::Client,
+    pub(crate) targets: Vec<String>,
     /// `{target}/v1/payments/stripe` per target.
-    pub(super) webhook_urls: Vec<String>,
-    pub(super) signer: Signer,
-    pub(super) ring: SecretRing,
-    pub(super) sku: String,
-    pub(super) stock: u64,
-    pub(super) abandon: f64,
-    pub(super) pay_within: Duration,
-    pub(super) start: Instant,
-    pub(super) stop: AtomicBool,
-    pub(super) created: AtomicU64,
-    pub(super) first_pass_micros: AtomicU64,
-    pub(super) abandoned: AtomicU64,
-    pub(super) paid: AtomicU64,
-    pub(super) webhooks: AtomicU64,
-    pub(super) webhook_retries: AtomicU64,
-    pub(super) purchase_latency: Mutex<Histogram<u64>>,
-    pub(super) webhook_latency: Mutex<Histogram<u64>>,
-    pub(super) statuses: Mutex<BTreeMap<String, u64>>,
-    pub(super) payers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) webhook_urls: Vec<String>,
+    pub(crate) signer: Signer,
+    pub(crate) ring: SecretRing,
+    pub(crate) sku: String,
+    pub(crate) stock: u64,
+    pub(crate) abandon: f64,
+    /// Share of the holds cancelled by the shop (`POST /v1/orders/{id}/cancel`).
+    pub(crate) cancel: f64,
+    /// Share of the paid orders refunded with restock (`POST /v1/orders/{id}/refund`).
+    pub(crate) refund: f64,
+    pub(crate) admin_token: String,
+    pub(crate) pay_within: Duration,
+    pub(crate) start: Instant,
+    pub(crate) stop: AtomicBool,
+    pub(crate) created: AtomicU64,
+    pub(crate) first_pass_micros: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
+    pub(crate) paid: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) refunded: AtomicU64,
+    pub(crate) webhooks: AtomicU64,
+    pub(crate) webhook_retries: AtomicU64,
+    pub(crate) purchase_latency: Mutex<Histogram<u64>>,
+    pub(crate) webhook_latency: Mutex<Histogram<u64>>,
+    pub(crate) statuses: Mutex<BTreeMap<String, u64>>,
+    pub(crate) payers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -53,12 +62,12 @@ pub(crate) fn stripe_signature(secret: &str, t: i64, body: &[u8]) -> String {
 /// Signs webhook bodies as Stripe does, with the secret's HMAC key schedule computed once (a
 /// signature clones it instead of hashing the key again).
 #[derive(Clone)]
-pub(super) struct Signer {
+pub(crate) struct Signer {
     keyed: Hmac<Sha256>,
 }
 
 impl Signer {
-    pub(super) fn new(secret: &str) -> Self {
+    pub(crate) fn new(secret: &str) -> Self {
         Self {
             keyed: <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
                 .unwrap_or_else(|_| unreachable!("any key length")),
@@ -66,7 +75,7 @@ impl Signer {
     }
 
     /// `t=<t>,v1=<hex HMAC-SHA256 of "{t}.{body}">`.
-    pub(super) fn sign(&self, t: i64, body: &[u8]) -> String {
+    pub(crate) fn sign(&self, t: i64, body: &[u8]) -> String {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let t_text = t.to_string();
         let mut mac = self.keyed.clone();
@@ -88,7 +97,7 @@ impl Signer {
 
 /// A `payment_intent.succeeded` for `order` (what Stripe sends, minus fields the origin never
 /// reads), written straight into its bytes; event id `evt_bench_<uuid>`.
-pub(super) fn payment_body(n: u64, order: &str) -> Vec<u8> {
+pub(crate) fn payment_body(n: u64, order: &str) -> Vec<u8> {
     use std::io::Write as _;
     let mut body = Vec::with_capacity(256);
     let _ = write!(
@@ -101,7 +110,7 @@ pub(super) fn payment_body(n: u64, order: &str) -> Vec<u8> {
 }
 
 /// How a webhook delivery was answered.
-pub(super) enum Answer {
+pub(crate) enum Answer {
     /// 200 `applied`.
     Applied,
     /// 200 with another `result`, or a non-2xx other than 503: the label counted in the
@@ -116,7 +125,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Sends one delivery of `body` to `url`, signed now.
-pub(super) async fn deliver(
+pub(crate) async fn deliver(
     client: &reqwest::Client,
     url: &str,
     signer: &Signer,
@@ -150,11 +159,14 @@ pub(super) async fn deliver(
 /// One shopper: buys one unit at a time with a fresh key; each 201 is abandoned or handed to a
 /// payer. A `sold_out` while units are still unpaid waits and tries again (held units come
 /// back when they expire).
-pub(super) async fn shopper(s: Arc<Shared>, i: usize) {
+pub(crate) async fn shopper(s: Arc<Shared>, i: usize) {
     let user = format!("holder-{i}");
     let target = &s.targets[i % s.targets.len()];
     let body = format!(r#"{{"sku":"{}","qty":1}}"#, s.sku);
-    while !s.stop.load(Ordering::Relaxed) && s.paid.load(Ordering::Relaxed) < s.stock {
+    // Until every unit is paid for good (a refund with restock puts one back on sale).
+    while !s.stop.load(Ordering::Relaxed)
+        && s.paid.load(Ordering::Relaxed) - s.refunded.load(Ordering::Relaxed) < s.stock
+    {
         let key = uuid::Uuid::new_v4().to_string();
         loop {
             if s.stop.load(Ordering::Relaxed) {
@@ -210,8 +222,12 @@ pub(super) async fn shopper(s: Arc<Shared>, i: usize) {
                     let Some(order) = json["order_id"].as_str().map(str::to_owned) else {
                         return;
                     };
-                    if rand::rng().random_bool(s.abandon) {
+                    let fate: f64 = rand::rng().random();
+                    if fate < s.abandon {
                         s.abandoned.fetch_add(1, Ordering::Relaxed);
+                    } else if fate < s.abandon + s.cancel {
+                        let canceller = tokio::spawn(act(s.clone(), order, "cancel", ""));
+                        s.payers.lock().await.push(canceller);
                     } else {
                         let payer = tokio::spawn(pay(s.clone(), order));
                         s.payers.lock().await.push(payer);
@@ -254,6 +270,9 @@ async fn pay(s: Arc<Shared>, order: String) {
         match answer {
             Answer::Applied => {
                 s.paid.fetch_add(1, Ordering::Relaxed);
+                if s.refund > 0.0 && rand::rng().random_bool(s.refund) {
+                    act(s.clone(), order, "refund", r#"{"restock":true}"#).await;
+                }
                 return;
             }
             Answer::Final(label) => {
@@ -264,6 +283,44 @@ async fn pay(s: Arc<Shared>, order: String) {
                 s.webhook_retries.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(8));
+            }
+        }
+    }
+}
+
+/// The shop's `action` on `order` through the admin API (`cancel` a hold, `refund` a paid
+/// order with restock), counted once answered 200; retried after a 503.
+async fn act(s: Arc<Shared>, order: String, action: &'static str, body: &'static str) {
+    let delay = rand::rng().random_range(0..=s.pay_within.as_millis() as u64);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    let url = format!("{}/v1/orders/{order}/{action}", s.targets[0]);
+    for _ in 0..10 {
+        let res = s
+            .client
+            .post(&url)
+            .bearer_auth(&s.admin_token)
+            .body(body)
+            .send()
+            .await;
+        let status = res.as_ref().map_or(0, |r| r.status().as_u16());
+        match status {
+            200 => {
+                let counter = if action == "cancel" {
+                    &s.cancelled
+                } else {
+                    &s.refunded
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            503 | 0 => tokio::time::sleep(Duration::from_millis(500)).await,
+            _ => {
+                *s.statuses
+                    .lock()
+                    .await
+                    .entry(format!("{action} {status}"))
+                    .or_insert(0) += 1;
+                return;
             }
         }
     }

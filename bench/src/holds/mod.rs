@@ -34,9 +34,9 @@ use crate::cluster::{self, Cluster, Server};
 use crate::sale::{self, SaleArgs, SaleResult};
 
 mod args;
-mod buyers;
+pub(crate) mod buyers;
 mod cost;
-mod report;
+pub(crate) mod report;
 
 pub(crate) use args::HoldsArgs;
 use buyers::{Shared, Signer, shopper};
@@ -173,6 +173,9 @@ async fn holds_sale(
         sku: sku.clone(),
         stock: u64::try_from(args.stock).unwrap_or(0),
         abandon: args.abandon,
+        cancel: 0.0,
+        refund: 0.0,
+        admin_token: cluster::ADMIN_TOKEN.to_owned(),
         pay_within: Duration::from_millis(args.pay_within_ms),
         start: Instant::now(),
         stop: AtomicBool::new(false),
@@ -180,6 +183,8 @@ async fn holds_sale(
         first_pass_micros: AtomicU64::new(0),
         abandoned: AtomicU64::new(0),
         paid: AtomicU64::new(0),
+        cancelled: AtomicU64::new(0),
+        refunded: AtomicU64::new(0),
         webhooks: AtomicU64::new(0),
         webhook_retries: AtomicU64::new(0),
         purchase_latency: Mutex::new(Histogram::new(3)?),

@@ -72,7 +72,7 @@ pub(super) async fn scrape_lag(
     (!total.is_empty()).then_some(total)
 }
 
-pub(super) fn diff(after: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn diff(after: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64)> {
     after
         .iter()
         .map(|(le, v)| {
@@ -86,7 +86,7 @@ pub(super) fn diff(after: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64
 }
 
 /// Prometheus' `histogram_quantile` over cumulative buckets (linear within a bucket).
-pub(super) fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+pub(crate) fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     let total = buckets.last()?.1;
     if total <= 0.0 {
         return None;

@@ -1,0 +1,147 @@
+//! What `bench events` prints.
+
+use hdrhistogram::Histogram;
+
+use super::check::Checks;
+use super::{EventsArgs, SaleFigures};
+
+/// `/proc/loadavg`'s first three fields, and the CPUs.
+fn machine() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into());
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    format!("load average {load} at the end, {cpus} CPUs")
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> String {
+    if h.is_empty() {
+        "-".into()
+    } else {
+        format!("{} ms", h.value_at_quantile(q))
+    }
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or("-".into(), |s| format!("{:.0} ms", s * 1000.0))
+}
+
+fn sale_line(label: &str, f: &SaleFigures, stock: i64) -> String {
+    let latency = f.purchase_latency.as_ref();
+    format!(
+        "{label:<34} {:>9} {:>9} {:>9} {:>8} {:>6} {:>6} {:>6} {:>6}  {:.1} s",
+        f.rate(stock).map_or("-".into(), |r| format!("{r:.0}")),
+        latency.map_or("-".into(), |h| ms(h, 0.5)),
+        latency.map_or("-".into(), |h| ms(h, 0.99)),
+        f.created,
+        f.abandoned,
+        f.cancelled,
+        f.paid,
+        f.refunded,
+        f.elapsed.as_secs_f64(),
+    )
+}
+
+pub(super) fn print(
+    args: &EventsArgs,
+    command_line: &str,
+    plain: &SaleFigures,
+    with: &SaleFigures,
+    c: &Checks,
+) {
+    println!("\n== bench events: {command_line}");
+    println!("machine: {}", machine());
+    println!(
+        "sale: {} units, hold_secs {}, {} shoppers, {} origin(s) over {} Redis node(s); holds abandoned {:.0} %, cancelled {:.0} %, payments refunded with restock {:.0} %; WEBHOOK_RETRY_SCHEDULE={}, WEBHOOK_MAX_IN_FLIGHT={}",
+        args.stock,
+        args.hold_secs,
+        args.concurrency,
+        args.origins,
+        args.redis_nodes,
+        args.abandon * 100.0,
+        args.cancel * 100.0,
+        args.refund * 100.0,
+        args.retry_schedule,
+        args.max_in_flight
+    );
+    println!(
+        "\n{:<34} {:>9} {:>9} {:>9} {:>8} {:>6} {:>6} {:>6} {:>6}  whole sale",
+        "", "purch/s", "p50", "p99", "201s", "aband", "cancel", "paid", "refund"
+    );
+    println!("{}", sale_line("no endpoint, no stream", plain, args.stock));
+    println!("{}", sale_line("2 endpoints + stream", with, args.stock));
+    for (label, f) in [("no endpoint", plain), ("with delivery", with)] {
+        let answers: Vec<String> = f
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        println!("answers ({label}): {}", answers.join(", "));
+    }
+    if let (Some(a), Some(b)) = (plain.rate(args.stock), with.rate(args.stock)) {
+        println!(
+            "purchases/s with delivery: {:.1} % of the run without (goal: within 10 %)",
+            b / a * 100.0
+        );
+    }
+    println!(
+        "\nevents in the feed: {} ({}); drained: {}",
+        c.feed_events,
+        c.by_type
+            .iter()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        c.drained_in.map_or("NO (time cap)".into(), |d| format!(
+            "{:.1} s after the sale",
+            d.as_secs_f64()
+        ))
+    );
+    println!(
+        "\n{:<10} {:>8} {:>8} {:>6} {:>6} {:>10} {:>10} {:>10}",
+        "endpoint", "sent", "acked", "lost", "dups", "lag p50", "lag p99", "lag max"
+    );
+    for e in &c.endpoints {
+        println!(
+            "{:<10} {:>8} {:>8} {:>6} {:>6} {:>10} {:>10} {:>10}",
+            e.name,
+            e.sent,
+            e.acknowledged,
+            e.lost,
+            e.duplicates,
+            ms(&e.lag, 0.5),
+            ms(&e.lag, 0.99),
+            ms(&e.lag, 1.0)
+        );
+    }
+    println!(
+        "(lag: from the event's timestamp — its change — to the receiver's first acknowledged delivery; goal for the healthy endpoint: p99 <= 1 s)"
+    );
+    println!(
+        "stream: {} entries, {} of the feed's events missing; p99 lag to the stream {} (origins' metrics); feed p99 lag {}",
+        c.stream_entries,
+        c.stream_missing,
+        secs(c.stream_lag_p99),
+        secs(c.feed_lag_p99)
+    );
+    println!(
+        "orders whose state is not their last event's: {} of {}",
+        c.order_mismatches, c.orders
+    );
+    println!(
+        "origin reconcile: exit {} — {}",
+        c.reconcile.0,
+        c.reconcile.1.lines().last().unwrap_or("")
+    );
+    let lost: usize = c.endpoints.iter().map(|e| e.lost).sum::<usize>() + c.stream_missing;
+    println!(
+        "\nRESULT: {} lost, {}",
+        lost,
+        if c.passed() {
+            "every check passed"
+        } else {
+            "FAILED"
+        }
+    );
+}
