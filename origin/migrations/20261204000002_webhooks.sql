@@ -30,9 +30,8 @@ CREATE TABLE webhook_endpoints (
     -- 410), `manual` (PATCH enabled=false).
     disabled_reason  text CHECK (disabled_reason IN ('failing', 'gone', 'manual')),
     disabled_at      timestamptz,
-    -- Since when its deliveries fail (NULL: its last attempt was acknowledged), and the last
-    -- failure.
-    failing_since    timestamptz,
+    -- The last failed attempt (written at most a few times a second: this row is locked by
+    -- every claim; since when it fails is read from its waiting deliveries).
     last_error       text,
     last_error_at    timestamptz,
     CONSTRAINT webhook_endpoints_disabled CHECK (enabled = (disabled_reason IS NULL))
@@ -73,6 +72,7 @@ CREATE INDEX webhook_deliveries_order_idx ON webhook_deliveries (endpoint_id, or
     WHERE order_id IS NOT NULL;
 -- The due deliveries of an endpoint, oldest due first (what a claim reads).
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (endpoint_id, next_at, n, seq);
--- In-flight claims of an endpoint (its WEBHOOK_MAX_IN_FLIGHT).
-CREATE INDEX webhook_deliveries_claimed_idx ON webhook_deliveries (endpoint_id, claimed_until)
+-- The claims of an endpoint (counted against WEBHOOK_MAX_IN_FLIGHT by every claim: without it,
+-- the count would read the endpoint's whole backlog each time).
+CREATE INDEX webhook_deliveries_claimed_idx ON webhook_deliveries (endpoint_id)
     WHERE claimed_until IS NOT NULL;

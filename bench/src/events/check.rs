@@ -240,8 +240,10 @@ pub(super) async fn run(
     }
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
+        .acquire_timeout(Duration::from_secs(120))
         .connect(&cluster.database_url)
-        .await?;
+        .await
+        .context("connecting to the run's database")?;
     let orders: Vec<(String, String)> = sqlx::query_as("SELECT order_id::text, status FROM orders")
         .fetch_all(&pool)
         .await?;

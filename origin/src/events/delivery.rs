@@ -24,7 +24,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 use sqlx::PgPool;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
@@ -34,14 +34,24 @@ use super::signing;
 use super::wire::Event;
 use crate::settings::WebhookSettings;
 use crate::store::events::{self as events_store, EventRow};
-use crate::store::webhooks::{self as store, Claimed, Outcome};
+use crate::store::webhooks::{self as store, Claimed, DeliveryKey, Outcome};
 
 /// How long the claimer waits for a slot to free up or new deliveries to be due.
 const IDLE: Duration = Duration::from_millis(50);
+/// The least time between two claims that found work: slots freed meanwhile are claimed
+/// together, in one transaction.
+const CLAIM_EVERY: Duration = Duration::from_millis(10);
+/// How long acknowledgements wait for others, to be recorded together in one statement.
+const ACK_LINGER: Duration = Duration::from_millis(5);
+/// Most acknowledgements recorded in one statement.
+const ACK_MAX: usize = 1000;
 /// How long it rests after a database error.
 const AFTER_ERROR: Duration = Duration::from_secs(1);
 /// The deliveries' `User-Agent`.
 const USER_AGENT: &str = concat!("Flashgate-Webhooks/", env!("CARGO_PKG_VERSION"));
+/// How often a process writes a failing endpoint's `last_error` at most (its row is locked by
+/// every claim: a write per failure would make it a hot row).
+const NOTE_EVERY: Duration = Duration::from_millis(100);
 /// Most characters of an error kept on the endpoint (its `last_error`).
 const ERROR_CHARS: usize = 300;
 
@@ -53,6 +63,11 @@ pub(crate) struct Deliverer {
     metrics: Arc<EventMetrics>,
     /// Woken when a delivery finished (a slot is free).
     done: Arc<Notify>,
+    /// Acknowledged deliveries, recorded together by [`record_acks`].
+    acks: mpsc::UnboundedSender<(DeliveryKey, Uuid)>,
+    acks_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<(DeliveryKey, Uuid)>>>,
+    /// When this process last wrote each endpoint's `last_error` (see [`NOTE_EVERY`]).
+    noted: std::sync::Mutex<std::collections::HashMap<Uuid, std::time::Instant>>,
 }
 
 /// What one attempt ended with, before it is recorded.
@@ -76,12 +91,16 @@ impl Deliverer {
         settings: WebhookSettings,
         metrics: Arc<EventMetrics>,
     ) -> Result<Self, rustls::Error> {
+        let (acks, acks_rx) = mpsc::unbounded_channel();
         Ok(Self {
             pool,
             client: WebhookClient::new(settings.timeout)?,
             settings,
             metrics,
             done: Arc::new(Notify::new()),
+            acks,
+            acks_rx: std::sync::Mutex::new(Some(acks_rx)),
+            noted: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -90,6 +109,14 @@ impl Deliverer {
     pub(crate) async fn run(self) {
         let this = Arc::new(self);
         let mut sending = JoinSet::new();
+        let acks = this
+            .acks_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(acks) = acks {
+            sending.spawn(record_acks(this.pool.clone(), acks, this.done.clone()));
+        }
         // The request's time, and as long again to record the outcome.
         let ttl = this.settings.timeout * 2;
         let max = i32::try_from(this.settings.max_in_flight).unwrap_or(i32::MAX);
@@ -120,15 +147,16 @@ impl Deliverer {
             };
             for claim in claimed {
                 let row = rows
-                    .iter()
-                    .find(|r| r.position == claim.key.position)
-                    .cloned();
+                    .binary_search_by_key(&claim.key.position, |r| r.position)
+                    .ok()
+                    .map(|i| rows[i].clone());
                 let this = this.clone();
                 sending.spawn(async move {
                     this.deliver(claim, row, token).await;
                     this.done.notify_one();
                 });
             }
+            tokio::time::sleep(CLAIM_EVERY).await;
         }
     }
 
@@ -143,9 +171,34 @@ impl Deliverer {
                 self.decide(&claim, row, answer, &endpoint)
             }
         };
-        if let Err(e) = store::record(&self.pool, claim.key, token, &outcome).await {
+        let recorded = match outcome {
+            // Recorded with others, in one statement.
+            Outcome::Delivered => {
+                let _ = self.acks.send((claim.key, token));
+                return;
+            }
+            outcome => {
+                let note = self.note(claim.key.endpoint_id);
+                store::record(&self.pool, claim.key, token, &outcome, note).await
+            }
+        };
+        if let Err(e) = recorded {
             // The claim lapses and the delivery is sent again: at least once.
             tracing::warn!(error = %e, endpoint = %endpoint, "recording a webhook delivery failed");
+        }
+    }
+
+    /// Whether to write this failure on the endpoint's row: at most every [`NOTE_EVERY`] per
+    /// endpoint and process.
+    fn note(&self, endpoint: Uuid) -> bool {
+        let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        match noted.get(&endpoint) {
+            Some(at) if now.duration_since(*at) < NOTE_EVERY => false,
+            _ => {
+                noted.insert(endpoint, now);
+                true
+            }
         }
     }
 
@@ -295,6 +348,31 @@ impl Deliverer {
                 }
             }
         }
+    }
+}
+
+/// Records acknowledged deliveries in batches: the first waits [`ACK_LINGER`] for others (at
+/// most [`ACK_MAX`] per statement). A failed statement is logged: those claims lapse and the
+/// deliveries are sent again (at least once). Wakes the claimer once recorded (an order's next
+/// event may now go).
+async fn record_acks(
+    pool: PgPool,
+    mut acks: mpsc::UnboundedReceiver<(DeliveryKey, Uuid)>,
+    done: Arc<Notify>,
+) {
+    while let Some(first) = acks.recv().await {
+        tokio::time::sleep(ACK_LINGER).await;
+        let mut batch = vec![first];
+        while batch.len() < ACK_MAX {
+            match acks.try_recv() {
+                Ok(ack) => batch.push(ack),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = store::acknowledge(&pool, &batch).await {
+            tracing::warn!(error = %e, deliveries = batch.len(), "recording acknowledged webhook deliveries failed");
+        }
+        done.notify_one();
     }
 }
 

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::events::{PageError, Position};
 pub use deliveries::{
-    Claimed, DeliveryKey, EndpointStats, Outcome, claim, dispatch, record, stats,
+    Claimed, DeliveryKey, EndpointStats, Outcome, acknowledge, claim, dispatch, record, stats,
 };
 
 /// An endpoint as the admin API shows it.
@@ -81,7 +81,10 @@ async fn endpoints(pool: &PgPool, id: Option<Uuid>) -> Result<Vec<EndpointRow>, 
     Ok(sqlx::query_as!(
         EndpointRow,
         r#"SELECT w.id, w.url, w.types, w.description, w.enabled, w.disabled_reason,
-                  w.created_at, w.updated_at, w.failing_since, w.last_error, w.last_error_at,
+                  w.created_at, w.updated_at,
+                  (SELECT min(d.first_attempt_at) FROM webhook_deliveries d
+                   WHERE d.endpoint_id = w.id AND d.last_error IS NOT NULL) AS failing_since,
+                  w.last_error, w.last_error_at,
                   CASE WHEN w.previous_until > now() THEN w.previous_until END AS previous_until,
                   (SELECT COUNT(*) FROM webhook_deliveries d WHERE d.endpoint_id = w.id) AS "pending!",
                   (SELECT min(d.created_at) FROM webhook_deliveries d WHERE d.endpoint_id = w.id)
@@ -151,7 +154,6 @@ pub async fn update(
              disabled_at = CASE WHEN COALESCE($7, enabled) THEN NULL
                                 WHEN $7 = false AND enabled THEN now()
                                 ELSE disabled_at END,
-             failing_since = CASE WHEN $7 AND NOT enabled THEN NULL ELSE failing_since END,
              updated_at = now()
          WHERE id = $1",
         id,

@@ -111,7 +111,9 @@ pub async fn claim(
                SELECT w.id, w.url, w.secret,
                       CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret,
                       $3::int - (SELECT COUNT(*) FROM webhook_deliveries d
-                                 WHERE d.endpoint_id = w.id AND d.claimed_until > now())::int AS slots
+                                 WHERE d.endpoint_id = w.id
+                                   AND d.claimed_until IS NOT NULL
+                                   AND d.claimed_until > now())::int AS slots
                FROM webhook_endpoints w WHERE w.id = ANY($1)
            ), picked AS (
                SELECT d.endpoint_id, d.n, d.seq, f.url, f.secret, f.previous_secret
@@ -182,18 +184,22 @@ pub enum Outcome {
 
 /// Records the outcome of the attempt of `key` claimed with `token` (nothing, when the claim
 /// lapsed and another process took the delivery). A retry also holds back the later deliveries
-/// of the same order to the endpoint until then (they would only wait behind it).
+/// of the same order to the endpoint until then (they would only wait behind it). The error is
+/// written on the endpoint (its `last_error`) when `note` — the caller writes it at most a few
+/// times a second, so that a failing endpoint's row is not a hot row its claims wait on — and
+/// always when it is disabled.
 pub async fn record(
     pool: &PgPool,
     key: DeliveryKey,
     token: Uuid,
     outcome: &Outcome,
+    note: bool,
 ) -> Result<(), StoreError> {
     let (n, seq) = (key.position.commit_i64(), key.position.seq_i64());
     let mut tx = pool.begin().await?;
     match outcome {
         Outcome::Delivered => {
-            let done = sqlx::query!(
+            sqlx::query!(
                 "DELETE FROM webhook_deliveries
                  WHERE endpoint_id = $1 AND n = $2 AND seq = $3 AND claim = $4",
                 key.endpoint_id,
@@ -203,22 +209,13 @@ pub async fn record(
             )
             .execute(&mut *tx)
             .await?;
-            if done.rows_affected() == 1 {
-                sqlx::query!(
-                    "UPDATE webhook_endpoints SET failing_since = NULL
-                     WHERE id = $1 AND failing_since IS NOT NULL",
-                    key.endpoint_id,
-                )
-                .execute(&mut *tx)
-                .await?;
-            }
         }
         Outcome::Retry {
             next_at,
             spent,
             error,
         } => {
-            let done = sqlx::query!(
+            sqlx::query!(
                 "WITH retried AS (
                      UPDATE webhook_deliveries
                      SET attempts = attempts + CASE WHEN $5 THEN 1 ELSE 0 END, next_at = $6,
@@ -240,14 +237,15 @@ pub async fn record(
             )
             .execute(&mut *tx)
             .await?;
-            let _ = done;
-            failing(&mut tx, key.endpoint_id, error).await?;
+            if note {
+                failing(&mut tx, key.endpoint_id, error).await?;
+            }
         }
         Outcome::Disable { reason, error } => {
             sqlx::query!(
                 "UPDATE webhook_deliveries
-                 SET attempts = 0, first_attempt_at = NULL, next_at = now(), claimed_until = NULL,
-                     claim = NULL, last_error = $5
+                 SET attempts = 0, next_at = now(), claimed_until = NULL, claim = NULL,
+                     last_error = $5
                  WHERE endpoint_id = $1 AND n = $2 AND seq = $3 AND claim = $4",
                 key.endpoint_id,
                 n,
@@ -273,16 +271,36 @@ pub async fn record(
     Ok(())
 }
 
-/// Notes a failed attempt on the endpoint: its last error, and since when it fails.
+/// Records many acknowledged deliveries (each under its claim token) in one statement: they are
+/// done (deleted). A delivery whose claim lapsed (another process took it) is left alone.
+pub async fn acknowledge(pool: &PgPool, done: &[(DeliveryKey, Uuid)]) -> Result<(), StoreError> {
+    let endpoints: Vec<Uuid> = done.iter().map(|(k, _)| k.endpoint_id).collect();
+    let commits: Vec<i64> = done.iter().map(|(k, _)| k.position.commit_i64()).collect();
+    let seqs: Vec<i64> = done.iter().map(|(k, _)| k.position.seq_i64()).collect();
+    let tokens: Vec<Uuid> = done.iter().map(|(_, t)| *t).collect();
+    sqlx::query!(
+        "DELETE FROM webhook_deliveries d
+         USING UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::uuid[]) AS t(e, n, seq, claim)
+         WHERE d.endpoint_id = t.e AND d.n = t.n AND d.seq = t.seq AND d.claim = t.claim",
+        &endpoints,
+        &commits,
+        &seqs,
+        &tokens,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Notes a failed attempt on the endpoint: its last error. (Since when it fails is read from its
+/// waiting deliveries.)
 async fn failing(
     tx: &mut sqlx::PgConnection,
     endpoint: Uuid,
     error: &str,
 ) -> Result<(), StoreError> {
     sqlx::query!(
-        "UPDATE webhook_endpoints
-         SET last_error = $2, last_error_at = now(), failing_since = COALESCE(failing_since, now())
-         WHERE id = $1",
+        "UPDATE webhook_endpoints SET last_error = $2, last_error_at = now() WHERE id = $1",
         endpoint,
         error,
     )
