@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 
-use super::EventsArgs;
+use super::args::EventsArgs;
 use super::receivers::Receiver;
 use crate::cluster::{self, Cluster};
 use crate::holds::report::{diff, histogram_quantile};

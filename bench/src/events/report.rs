@@ -2,8 +2,8 @@
 
 use hdrhistogram::Histogram;
 
+use super::args::{EventsArgs, SaleFigures};
 use super::check::Checks;
-use super::{EventsArgs, SaleFigures};
 
 /// `/proc/loadavg`'s first three fields, and the CPUs.
 fn machine() -> String {
