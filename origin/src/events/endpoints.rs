@@ -218,10 +218,12 @@ pub struct EndpointView {
     pub pending: i64,
     /// Seconds since the oldest of them was made; `null` when none waits.
     pub oldest_pending_age_secs: Option<f64>,
-    /// The last failed attempt's error, and when.
+    /// The last failed attempt's error, and when (written at most every 100 ms per origin
+    /// process).
     pub last_error: Option<String>,
     pub last_error_at: Option<String>,
-    /// Since when its deliveries fail (`null`: its last attempt was acknowledged).
+    /// Since when its deliveries fail: the first attempt of the oldest waiting delivery that
+    /// failed; `null` when none of those waiting has failed.
     pub failing_since: Option<String>,
     /// After a rotation: until when the previous secret still signs beside the new one.
     pub previous_secret_expires_at: Option<String>,
