@@ -156,6 +156,8 @@ export class Stack {
       POW_SECRET: "",
       RATE_LIMIT_QUOTA: String(RATE_QUOTA),
       RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
+      // Joins and polls: the suites poll every 150-200 ms; room.test.mjs checks the limit itself.
+      QUEUE_RATE_LIMIT_QUOTA: "1000",
       ORIGIN_TIMEOUT_MS: "3000",
       ...overrides,
     };
@@ -516,6 +518,14 @@ export function jwt(claims, { secret = SESSION_SECRET, kid, header = { alg: "HS2
 }
 
 export const now = () => Math.floor(Date.now() / 1000);
+
+/** A waiting-room pass as the edge signs it (`p1.<kid>.<expires_ms>.<sig>`), for any user, SKU and expiry. */
+export function mintPass({ sku, user, expiresMs, secret = ROOM_SECRET }) {
+  const parts = ["p1", ROOM_KID, sku, user, String(expiresMs)];
+  const mac = createHmac("sha256", secret);
+  for (const p of parts) mac.update(`${Buffer.byteLength(p)}:${p},`);
+  return `p1.${ROOM_KID}.${expiresMs}.${Buffer.from(mac.digest()).toString("base64url")}`;
+}
 
 /** RFC 3339 (UTC, whole seconds, rounded down) of the unix instant `ms`. */
 export const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");

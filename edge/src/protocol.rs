@@ -1,7 +1,8 @@
 //! The messages between the fetch handler and a user's Durable Object (JSON over the stub's
 //! `fetch`). A purchase attempt makes **one** call, `purchase` ([`PurchaseRequest`]): inside it the
-//! object runs `begin` (rate limit, idempotency lookup, shields, claim the key — no `.await`
-//! before the key is claimed), then, for a claimed attempt, sends the worker's signed call to the
+//! object runs `begin` (idempotency lookup first, then — for new work only — the worker's verdict
+//! on its checks, the proof, the rate limit, the shields, claim the key; no `.await` before the
+//! key is claimed), then, for a claimed attempt, sends the worker's signed call to the
 //! origin itself and runs `finish` with the answer (store or release the key), and hands back
 //! the verdict and the origin's answer ([`PurchaseReply`]). [`BeginRequest`] / [`FinishRequest`]
 //! are the inputs of those two steps (`crate::gate`). An order request (`crate::orders`) makes
@@ -47,6 +48,13 @@ pub struct BeginRequest {
     /// the object spends it, once, before anything else (`crate::gate::begin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<crate::proof::Spend>,
+    /// A check of the worker that guards only new work refused this attempt (the waiting room's
+    /// pass, `not_started` / `sale_paused`, the proof's format or binding, the network's bound,
+    /// the sale's defences unknown): the object answers a key already decided, in flight or
+    /// reused as usual, and anything else with [`Verdict::Refused`], changing nothing
+    /// (`crate::gate::begin`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_work_refused: bool,
 }
 
 fn default_schedule_margin_ms() -> i64 {
@@ -85,6 +93,10 @@ pub enum Verdict {
     /// The attempt's proof of work was spent before (`403 proof_rejected`); nothing else was
     /// looked at or changed.
     ProofSpent,
+    /// New work (the key is not decided, in flight or reused) that a check of the worker refused
+    /// (`BeginRequest::new_work_refused`): the worker answers its refusal; nothing was charged,
+    /// spent or changed.
+    Refused,
 }
 
 /// The outcome of `begin`.

@@ -1,4 +1,5 @@
-//! The per-user gate's decisions, natively: the order inside `begin` (proof, rate, key, shields),
+//! The per-user gate's decisions, natively: the order inside `begin` (key, new work's checks,
+//! proof, rate, shields),
 //! what `finish` stores or releases, the cap's count, the purge.
 
 use super::*;
@@ -28,6 +29,7 @@ fn req(fp: &str) -> BeginRequest {
         count_ttl_ms: 5_000,
         schedule_margin_ms: 2_000,
         proof: None,
+        new_work_refused: false,
     }
 }
 
@@ -416,7 +418,7 @@ fn a_proof_is_spent_by_the_first_attempt_that_carries_it_and_refuses_every_later
         "{reply:?}"
     );
     assert_eq!(e.spend, Some(spend.clone()), "recorded as spent");
-    // Spent: refused before the rate limit is charged or the key is looked at.
+    // Spent: refused before the rate limit is charged (the key was new work).
     let spent = Snapshot {
         proof_spent: true,
         ..Snapshot::default()
@@ -440,4 +442,120 @@ fn a_proof_is_spent_by_the_first_attempt_that_carries_it_and_refuses_every_later
     let (reply, e) = begin(&policy(), &spent, &req("f"), NOW, 4);
     assert!(matches!(reply.verdict, Verdict::Proceed { .. }));
     assert_eq!(e.spend, None);
+}
+
+fn decided(fp: &str, status: u16, body: &str) -> Snapshot {
+    Snapshot {
+        record: Some(Record {
+            fingerprint: fp.into(),
+            attempt: 1,
+            state: State::Done {
+                status,
+                body: body.into(),
+            },
+            updated_ms: NOW - 60_000,
+        }),
+        ..Snapshot::default()
+    }
+}
+
+/// Issue 35: a retry of a key that bought must get its 201 whatever the defences say now — the
+/// network's bound it filled itself, an expired pass, the proof it spent buying.
+#[test]
+fn a_decided_key_replays_before_any_check_of_new_work_and_spends_nothing() {
+    let spend = crate::proof::Spend {
+        id: "c0ffee".into(),
+        expires_ms: NOW + 60_000,
+    };
+    for (refused, proof, spent) in [
+        (true, None, false), // pass expired, network bound filled, not started…
+        (false, Some(spend.clone()), true), // the proof it bought with, spent by that purchase
+        (true, Some(spend.clone()), true), // both
+    ] {
+        let mut snap = decided("f", 201, r#"{"order_id":"o"}"#);
+        snap.proof_spent = spent;
+        let r = BeginRequest {
+            proof: proof.clone(),
+            new_work_refused: refused,
+            ..req("f")
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW, 2);
+        assert_eq!(
+            reply.verdict,
+            Verdict::Replay {
+                status: 201,
+                body: r#"{"order_id":"o"}"#.into()
+            },
+            "refused {refused}, proof {proof:?}"
+        );
+        // Counted by the rate limit like every attempt at a key; nothing spent or written.
+        assert!(e.new_tat_us.is_some());
+        assert_eq!(e.spend, None);
+        assert_eq!(e.record, RecordChange::Keep);
+        assert_eq!((e.bought_delta, e.count_confirmed), (0, false));
+    }
+    // A stored refusal the origin decided (sold out) replays the same way.
+    let snap = decided("f", 409, &Problem::new(ErrorCode::SoldOut, "x").to_json());
+    let r = BeginRequest {
+        new_work_refused: true,
+        ..req("f")
+    };
+    let (reply, _) = begin(&policy(), &snap, &r, NOW, 2);
+    assert!(matches!(reply.verdict, Verdict::Replay { status: 409, .. }));
+}
+
+#[test]
+fn a_key_in_flight_stays_409_and_a_reused_key_422_whatever_new_work_checks_say() {
+    let mut snap = Snapshot::default();
+    let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+    apply(&mut snap, e);
+    snap.proof_spent = true;
+    let refused = BeginRequest {
+        new_work_refused: true,
+        proof: Some(crate::proof::Spend {
+            id: "c0ffee".into(),
+            expires_ms: NOW + 60_000,
+        }),
+        ..req("f")
+    };
+    let (reply, e) = begin(&policy(), &snap, &refused, NOW + 1, 2);
+    assert_eq!(reply.verdict, Verdict::InFlight);
+    assert_eq!((e.spend, e.record), (None, RecordChange::Keep));
+    let other = BeginRequest {
+        fingerprint: "g".into(),
+        ..refused
+    };
+    let (reply, _) = begin(&policy(), &snap, &other, NOW + 1, 3);
+    assert_eq!(reply.verdict, Verdict::Reused);
+    // Over the rate limit, a key's answer is the 429 (as before: every attempt counts).
+    let limited = Snapshot {
+        tat_us: Some((NOW + 60_000) * 1_000),
+        ..decided("f", 201, "{}")
+    };
+    let (reply, e) = begin(&policy(), &limited, &req("f"), NOW, 4);
+    assert_eq!(reply.verdict, Verdict::Limited);
+    assert_eq!(e, Effects::default());
+}
+
+#[test]
+fn new_work_refused_by_the_worker_is_answered_by_the_worker_and_changes_nothing() {
+    // No record, or an in-flight record past its timeout: new work.
+    let mut expired = Snapshot::default();
+    let (_, e) = begin(&policy(), &expired, &req("f"), NOW, 1);
+    apply(&mut expired, e);
+    for snap in [Snapshot::default(), expired] {
+        let r = BeginRequest {
+            new_work_refused: true,
+            proof: None,
+            facts: SkuFacts {
+                stock_bound: Some(0),
+                ..SkuFacts::default()
+            },
+            ..req("f")
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW + 30_000, 2);
+        assert_eq!(reply.verdict, Verdict::Refused);
+        assert_eq!(e, Effects::default(), "no rate, no spend, no record");
+        assert!(matches!(reply.rate, RateOutcome::Allowed { .. }));
+    }
 }
