@@ -138,10 +138,11 @@ export class Stack {
    * Starts (another) edge in workerd with the suite's settings (in front of the suite's origin)
    * plus `overrides`, fresh state: through `wrangler dev` (the suite's way), or with
    * `runtime = "miniflare"` through Miniflare alone (edge/e2e/miniflare.mjs: no dev proxy, no
-   * inspector; the edge benchmark measures both).
+   * inspector; the edge benchmark measures both). `build`: another build of the worker (a copy
+   * of edge/build/), for a benchmark comparing two builds in one run.
    * Returns { url, log, child, stop() }.
    */
-  async startEdge(overrides, label, runtime = "wrangler") {
+  async startEdge(overrides, label, runtime = "wrangler", build = EDGE_BUILD) {
     const port = await freePort();
     const inspectorPort = await freePort();
     const log = join(this.dir, `${label}.log`);
@@ -164,7 +165,7 @@ export class Stack {
     if (runtime === "miniflare") {
       const args = [
         join(ROOT, "edge/e2e/miniflare.mjs"),
-        "--build", EDGE_BUILD,
+        "--build", build,
         "--port", String(port),
         "--persist", join(this.dir, `${label}-state`),
         "--vars", JSON.stringify(vars),
@@ -174,7 +175,7 @@ export class Stack {
     }
     const args = [
       "dev",
-      "--config", join(EDGE_BUILD, "wrangler.toml"),
+      "--config", join(build, "wrangler.toml"),
       "--ip", "127.0.0.1",
       "--port", String(port),
       "--inspector-port", String(inspectorPort),
