@@ -1,6 +1,7 @@
 //! Building and running the origin: connect the pool and the lock, run migrations, bind the
-//! listener, serve until the shutdown future resolves. Tests call [`Application::build`] with
-//! `LISTEN_ADDR` port 0 and read [`Application::port`].
+//! listener (and the HTTPS one, when configured), serve until the shutdown future resolves.
+//! Tests call [`Application::build`] with `LISTEN_ADDR` port 0 and read [`Application::port`]
+//! (and [`Application::tls_port`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,13 +13,14 @@ use tokio::net::TcpListener;
 
 use crate::auth::Credentials;
 use crate::hold_queue::HoldQueue;
+use crate::lease::SkuLocks;
 use crate::metrics::Metrics;
 use crate::orders::OrderService;
 use crate::pseudonym::Pseudonyms;
-use crate::purchase::Context;
-use crate::purchase::PurchaseService;
+use crate::purchase::expire::HoldExpiry;
 use crate::purchase::knowledge::SaleKnowledge;
 use crate::purchase::runtime::Deciders;
+use crate::purchase::{Context, PurchaseService};
 use crate::routes::{self, AppState, SharedState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
@@ -34,11 +36,15 @@ const POOL_CLOSE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
+    /// The HTTPS listener (`TLS_LISTEN_ADDR`) and its reloadable TLS configuration.
+    tls: Option<(TcpListener, Arc<server::tls::ServerTls>)>,
     state: AppState,
     http: HttpSettings,
     purge: tokio::task::JoinHandle<()>,
     /// The hold expiry loop (`orders::expiry`).
     expiry: tokio::task::JoinHandle<()>,
+    /// The deciders' pool (`purchase::runtime`), closed when the origin stops.
+    decide_pool: sqlx::PgPool,
 }
 
 impl Application {
@@ -110,23 +116,43 @@ impl Application {
             .with_audit(telemetry::LockAudit);
         // The holds' delayed queue lives on the first Redis node (docs/reliability.md).
         let holds = HoldQueue::new(clients.first().cloned(), &settings.redis_key_prefix);
+        let locks = SkuLocks::new(lock.clone(), &settings.purchase, metrics.clone());
+        let knowledge = Arc::new(SaleKnowledge::new());
+        let hold_expiry = HoldExpiry::new(decide_pool.clone(), knowledge.clone(), metrics.clone());
         let purchases = PurchaseService::new(
-            Context {
-                pool: decide_pool,
-                lock: lock.clone(),
-                knowledge: Arc::new(SaleKnowledge::new()),
-                metrics: metrics.clone(),
-                settings: settings.purchase.clone(),
-                key_prefix: settings.redis_key_prefix.clone(),
-                holds: holds.clone(),
-                due: Default::default(),
-            },
+            Context::new(
+                decide_pool.clone(),
+                locks.clone(),
+                knowledge.clone(),
+                metrics.clone(),
+                settings.purchase.clone(),
+                holds.clone(),
+                hold_expiry.clone(),
+            ),
             deciders,
         );
-        let orders = OrderService::new(purchases.shared_context());
+        let orders = OrderService::new(
+            decide_pool.clone(),
+            locks,
+            hold_expiry,
+            knowledge,
+            metrics.clone(),
+            holds.clone(),
+            settings.purchase.request_deadline,
+        );
         let expiry = tokio::spawn(crate::orders::expiry::run(orders.clone(), holds));
         let listener = server::bind(settings.listen_addr)
             .with_context(|| format!("binding LISTEN_ADDR {}", settings.listen_addr))?;
+        let tls = match &settings.listener_tls {
+            None => None,
+            Some(files) => {
+                let tls = server::tls::ServerTls::load(files.clone(), metrics.clone())
+                    .context("loading the HTTPS listener's TLS files")?;
+                let listener = server::bind(files.listen_addr)
+                    .with_context(|| format!("binding TLS_LISTEN_ADDR {}", files.listen_addr))?;
+                Some((listener, Arc::new(tls)))
+            }
+        };
         let pseudonyms = match &settings.log_hash_key {
             Some(key) => Pseudonyms::new(key.expose_secret().as_bytes()),
             None => {
@@ -183,16 +209,24 @@ impl Application {
         });
         Ok(Self {
             listener,
+            tls,
             state,
             http: settings.http.clone(),
             purge,
             expiry,
+            decide_pool,
         })
     }
 
     /// The bound port (useful with `LISTEN_ADDR=…:0`).
     pub fn port(&self) -> u16 {
         self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// The HTTPS listener's bound port (useful with `TLS_LISTEN_ADDR=…:0`), when it is on.
+    pub fn tls_port(&self) -> Option<u16> {
+        let (listener, _) = self.tls.as_ref()?;
+        listener.local_addr().ok().map(|a| a.port())
     }
 
     /// The shared state (tests read metrics and the pool through it).
@@ -206,16 +240,34 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
-        tracing::info!(%addr, max_connections = self.http.max_connections, "origin listening");
+        let tls_addr = match &self.tls {
+            Some((listener, _)) => Some(listener.local_addr()?),
+            None => None,
+        };
+        tracing::info!(%addr, tls_addr = ?tls_addr, max_connections = self.http.max_connections, "origin listening");
         let metrics = self.state.metrics.clone();
-        let decide_pool = self.state.purchases.shared_context().pool.clone();
         let app = routes::router(self.state, (&self.http).into());
-        server::serve(self.listener, app, &self.http, metrics, shutdown).await;
+        let mut listeners = vec![server::Listener {
+            tcp: self.listener,
+            tls: None,
+        }];
+        let mut tls_watch = None;
+        if let Some((tcp, tls)) = self.tls {
+            tls_watch = Some(tokio::spawn(server::tls::watch(tls.clone())));
+            listeners.push(server::Listener {
+                tcp,
+                tls: Some(tls),
+            });
+        }
+        server::serve(listeners, app, &self.http, metrics, shutdown).await;
+        if let Some(watch) = tls_watch {
+            watch.abort();
+        }
         self.purge.abort();
         self.expiry.abort();
         // The deciders' pool is the process's own (the request pool may be a caller's): close
         // its connections rather than leave them to the dropped thread.
-        let _ = tokio::time::timeout(POOL_CLOSE, decide_pool.close()).await;
+        let _ = tokio::time::timeout(POOL_CLOSE, self.decide_pool.close()).await;
         tracing::info!("origin stopped");
         Ok(())
     }

@@ -9,9 +9,11 @@
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod decision;
 pub mod hold_queue;
 #[cfg(test)]
 mod layout;
+pub mod lease;
 pub mod metrics;
 pub mod openapi;
 pub mod orders;

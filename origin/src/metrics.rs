@@ -56,8 +56,16 @@ pub struct ReturnLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
     /// Why the server closed the connection: `header_timeout`, `stalled`, `keepalive_timeout`,
-    /// `reclaimed`.
+    /// `reclaimed`, `evicted`, `tls_handshake` (the HTTPS listener: a failed handshake, e.g. a
+    /// client without an accepted certificate).
     pub reason: &'static str,
+}
+
+/// Label set of `origin_tls_reloads_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TlsReloadLabels {
+    /// `loaded` (new connections get the new files) or `failed` (the previous ones still serve).
+    pub result: &'static str,
 }
 
 /// Every metric the origin exports.
@@ -111,6 +119,9 @@ pub struct Metrics {
     /// `origin_http_connections_closed_total{reason}`: connections the server closed on its own
     /// initiative (timeouts, reclaimed at the connection cap).
     pub http_closed: Family<CloseLabels, Counter>,
+    /// `origin_tls_reloads_total{result}`: changed TLS files of the HTTPS listener, loaded or
+    /// refused.
+    pub tls_reloads: Family<TlsReloadLabels, Counter>,
     /// `origin_payment_events_total{type,result}`: payment webhook deliveries with a valid
     /// signature, by event type and what they did.
     pub payment_events: Family<PaymentEventLabels, Counter>,
@@ -166,6 +177,7 @@ impl Metrics {
             in_flight: Gauge::default(),
             http_connections: Gauge::default(),
             http_closed: Family::default(),
+            tls_reloads: Family::default(),
             payment_events: Family::default(),
             webhook_signature_failures: Family::default(),
             holds_active: Gauge::default(),
@@ -291,6 +303,11 @@ impl Metrics {
             metrics.http_closed.clone(),
         );
         r.register(
+            "origin_tls_reloads",
+            "Changed TLS files of the HTTPS listener, loaded or refused (the previous ones serve)",
+            metrics.tls_reloads.clone(),
+        );
+        r.register(
             "origin_payment_events",
             "Payment webhook deliveries with a valid signature, by event type and result",
             metrics.payment_events.clone(),
@@ -361,6 +378,13 @@ impl Metrics {
     pub fn count_close(&self, reason: &'static str) {
         self.http_closed
             .get_or_create(&CloseLabels { reason })
+            .inc();
+    }
+
+    /// Counts one reload of the HTTPS listener's TLS files: `loaded` or `failed`.
+    pub fn count_tls_reload(&self, result: &'static str) {
+        self.tls_reloads
+            .get_or_create(&TlsReloadLabels { result })
             .inc();
     }
 

@@ -27,14 +27,14 @@ use shared::{BearerTokens, SecretRing};
 
 use webhook::WebhookSecrets;
 
-use checks::{check_breaker, check_http, check_redis_tls, database, redis_urls};
+use checks::{check_breaker, check_http, check_redis_tls, database, listener_tls, redis_urls};
 use declared::{Environment, ReconcileEnvironment};
 
 pub use env::configuration_table;
 pub use error::SettingsError;
 pub use sections::{
-    BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, LogSettings, PurchaseSettings,
-    RedisTlsSettings,
+    BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, ListenerTls,
+    ListenerTlsSettings, LogSettings, PurchaseSettings, RedisTlsSettings,
 };
 
 /// Shortest accepted edge secret or admin token (shared with the edge).
@@ -58,6 +58,9 @@ pub struct Settings {
     pub redlock_quorum_loss_grace: Duration,
     /// `LISTEN_ADDR`.
     pub listen_addr: SocketAddr,
+    /// `TLS_LISTEN_ADDR`, `TLS_CERT_FILE`, `TLS_KEY_FILE`, `TLS_CLIENT_CA_FILE`,
+    /// `TLS_RELOAD_INTERVAL_MS`; `None`: no HTTPS listener.
+    pub listener_tls: Option<ListenerTls>,
     /// `EDGE_SHARED_SECRETS` or `EDGE_SHARED_SECRET`.
     pub edge_secrets: SecretRing,
     /// `ACCEPT_SIGNATURE_V1`.
@@ -191,6 +194,7 @@ impl Settings {
         let (payment_webhook_secrets, payment_webhook_max_concurrency) =
             raw.payment_webhook.check(db_max_connections)?;
         let (database_url, database_tls) = database(raw.database_url, raw.database_tls)?;
+        let listener_tls = listener_tls(raw.listener_tls, raw.listen_addr)?;
         Ok(Self {
             database_url,
             database_tls,
@@ -199,6 +203,7 @@ impl Settings {
             redlock_breaker: raw.redlock_breaker,
             redlock_quorum_loss_grace: raw.redlock_quorum_loss_grace,
             listen_addr: raw.listen_addr,
+            listener_tls,
             edge_secrets,
             accept_signature_v1: raw.accept_signature_v1,
             admin_tokens,

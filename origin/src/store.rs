@@ -18,7 +18,7 @@
 //! if the SKU turns out to exist, nothing is decided), so made-up SKUs never reach Redis.
 //!
 //! One attempt never fails its batch: a key whose order exists but whose stored answer was purged
-//! is decided ([`Decision::KeySpent`]) before the write, and a row of the same (user, key) that
+//! is decided (`Decision::KeySpent`) before the write, and a row of the same (user, key) that
 //! another transaction (another SKU's batch, another process) commits meanwhile makes the write
 //! fail with [`StoreError::Conflict`] — nothing committed, and the retry decides that attempt from
 //! the committed row while the others commit.
@@ -44,7 +44,7 @@ mod catalogue;
 pub mod orders;
 pub mod payments;
 
-pub use batch::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer, decide_batch};
+pub use batch::{BatchMode, BatchResult, decide_batch};
 pub use catalogue::{CatalogueError, UpsertedSku, get_sku, update_schedule, upsert_sku};
 
 /// A SKU's sale as of one read: the generation (bumped by every PUT), the return epoch (bumped

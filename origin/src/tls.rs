@@ -1,11 +1,18 @@
-//! TLS to the origin's dependencies. Redis: `rediss://` URLs verified against `REDIS_CA_FILE`
-//! (or the system's roots), with an optional client certificate for mutual TLS; this module
-//! reads those files and builds the `redis::Client` of every node. Postgres: `DATABASE_TLS`
-//! and `DATABASE_CA_FILE` become the connection's `sslmode` and `sslrootcert` (see
-//! [`crate::store::connect_options`]). The settings ([`crate::settings`]) have already refused
-//! any plaintext URL once TLS is configured; everything uses rustls with the `ring` provider.
+//! TLS to the origin's dependencies, and the PEM files of every TLS setting. Redis: `rediss://`
+//! URLs verified against `REDIS_CA_FILE` (or the system's roots), with an optional client
+//! certificate for mutual TLS; this module reads those files and builds the `redis::Client` of
+//! every node. Postgres: `DATABASE_TLS` and `DATABASE_CA_FILE` become the connection's `sslmode`
+//! and `sslrootcert` (see [`crate::store::connect_options`]). The settings ([`crate::settings`])
+//! have already refused any plaintext URL once TLS is configured; everything uses rustls with the
+//! `ring` provider. The origin's own HTTPS listener (`server::tls`) reads its files with the
+//! same helpers ([`read_file`], [`certificates`], [`private_key`]): PEM is parsed by
+//! `rustls-pki-types`, so a wrong or damaged file fails at startup (or its reload is refused),
+//! not at the first connection.
 
 use std::path::{Path, PathBuf};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use secrecy::{ExposeSecret, SecretBox};
 
@@ -28,6 +35,22 @@ pub enum TlsError {
         setting: &'static str,
         path: PathBuf,
         what: &'static str,
+    },
+    /// A PEM block of the file cannot be decoded.
+    #[error("{setting} ({path}) holds a damaged PEM block")]
+    BadPem {
+        setting: &'static str,
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// rustls refused the material (e.g. the key is not the certificate's, or a CA certificate
+    /// cannot be used as a trust anchor).
+    #[error("{setting} cannot be used")]
+    Refused {
+        setting: &'static str,
+        #[source]
+        source: rustls::Error,
     },
     /// The Redis client refused a node's URL or the TLS material (index in `REDIS_URLS`; the
     /// URL itself is never printed, it may carry a password).
@@ -62,21 +85,24 @@ impl std::fmt::Debug for RedisTls {
 impl RedisTls {
     /// Reads the files named in `settings`.
     pub fn load(settings: &RedisTlsSettings) -> Result<Self, TlsError> {
+        // The Redis client takes PEM bytes: they are checked here, passed on as read.
         let root_cert = settings
             .ca_file
             .as_deref()
-            .map(|path| read_pem("REDIS_CA_FILE", path, "CERTIFICATE", "certificate"))
+            .map(|path| {
+                let pem = read_file("REDIS_CA_FILE", path)?;
+                certificates("REDIS_CA_FILE", path, &pem)?;
+                Ok::<_, TlsError>(pem)
+            })
             .transpose()?;
         let client = match (&settings.client_cert_file, &settings.client_key_file) {
-            (Some(cert), Some(key)) => Some((
-                read_pem("REDIS_CLIENT_CERT_FILE", cert, "CERTIFICATE", "certificate")?,
-                SecretBox::new(Box::new(read_pem(
-                    "REDIS_CLIENT_KEY_FILE",
-                    key,
-                    "PRIVATE KEY",
-                    "private key",
-                )?)),
-            )),
+            (Some(cert), Some(key)) => {
+                let cert_pem = read_file("REDIS_CLIENT_CERT_FILE", cert)?;
+                certificates("REDIS_CLIENT_CERT_FILE", cert, &cert_pem)?;
+                let key_pem = SecretBox::new(Box::new(read_file("REDIS_CLIENT_KEY_FILE", key)?));
+                private_key("REDIS_CLIENT_KEY_FILE", key, key_pem.expose_secret())?;
+                Some((cert_pem, key_pem))
+            }
             // The settings refuse one without the other.
             _ => None,
         };
@@ -125,34 +151,56 @@ pub fn install_crypto_provider() {
     }
 }
 
-/// Reads `path` and checks it holds at least one PEM block whose label ends with `label` (e.g.
-/// `PRIVATE KEY` matches `RSA PRIVATE KEY` and `EC PRIVATE KEY` too), so that a wrong file fails
-/// at startup rather than at the first connection.
-fn read_pem(
-    setting: &'static str,
-    path: &Path,
-    label: &str,
-    what: &'static str,
-) -> Result<Vec<u8>, TlsError> {
-    let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
+/// The bytes of the file a setting names.
+pub(crate) fn read_file(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
         setting,
         path: path.to_owned(),
         source,
-    })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let found = text.lines().any(|line| {
-        line.strip_prefix("-----BEGIN ")
-            .and_then(|rest| rest.strip_suffix("-----"))
-            .is_some_and(|name| name.ends_with(label))
-    });
-    if !found {
+    })
+}
+
+/// Every `CERTIFICATE` block of `pem` (other blocks are skipped); at least one.
+pub(crate) fn certificates(
+    setting: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::BadPem {
+            setting,
+            path: path.to_owned(),
+            source,
+        })?;
+    if certs.is_empty() {
         return Err(TlsError::NoPem {
             setting,
             path: path.to_owned(),
-            what,
+            what: "certificate",
         });
     }
-    Ok(bytes)
+    Ok(certs)
+}
+
+/// The first private key of `pem` (`PRIVATE KEY`, `RSA PRIVATE KEY` or `EC PRIVATE KEY`).
+pub(crate) fn private_key(
+    setting: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|source| match source {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoPem {
+            setting,
+            path: path.to_owned(),
+            what: "private key",
+        },
+        source => TlsError::BadPem {
+            setting,
+            path: path.to_owned(),
+            source,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use shared::Sku;
 use uuid::Uuid;
 
-use super::{OrderError, OrderService, Work, Worked};
+use super::{OrderError, OrderService};
 use crate::hold_queue::{self, HoldQueue, parse_member};
 use crate::store::orders as store;
 
@@ -73,10 +73,10 @@ pub async fn run(service: OrderService, queue: HoldQueue) {
         }
         if last_gauges.is_none_or(|t| t.elapsed() >= GAUGES_EVERY) {
             last_gauges = Some(tokio::time::Instant::now());
-            match store::hold_counts(&service.ctx.pool, OVERDUE).await {
+            match store::hold_counts(&service.pool, OVERDUE).await {
                 Ok((active, overdue)) => {
-                    service.ctx.metrics.holds_active.set(active);
-                    service.ctx.metrics.holds_overdue.set(overdue);
+                    service.metrics.holds_active.set(active);
+                    service.metrics.holds_overdue.set(overdue);
                 }
                 Err(e) => tracing::debug!(error = %e, "could not count holds"),
             }
@@ -86,7 +86,7 @@ pub async fn run(service: OrderService, queue: HoldQueue) {
 
 /// One database sweep: expires holds past due by more than the grace.
 async fn sweep(service: &OrderService, queue: &HoldQueue) {
-    let due = match store::due_holds(&service.ctx.pool, SWEEP_GRACE, LIMIT as i64).await {
+    let due = match store::due_holds(&service.pool, SWEEP_GRACE, LIMIT as i64).await {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, "hold sweep could not read the database");
@@ -122,7 +122,7 @@ fn expire_all(service: &OrderService, due: Vec<(Sku, Uuid)>) {
         by_sku.entry(sku).or_default().push(id);
     }
     for (sku, ids) in by_sku {
-        if service.ctx.due.deposit(&sku, ids) {
+        if service.expiry.due().deposit(&sku, ids) {
             tokio::spawn(expirer(service.clone(), sku));
         }
     }
@@ -134,14 +134,17 @@ fn expire_all(service: &OrderService, due: Vec<(Sku, Uuid)>) {
 async fn expirer(service: OrderService, sku: Sku) {
     loop {
         tokio::time::sleep(HANDOFF).await;
-        if service.ctx.due.retire(&sku) {
+        if service.expiry.due().retire(&sku) {
             return;
         }
-        let deadline = Instant::now() + service.ctx.settings.request_deadline;
-        if let Err(e) = service
-            .under_lease(sku.as_str(), deadline, Work::ExpireDue(&sku))
-            .await
-        {
+        let deadline = Instant::now() + service.request_deadline;
+        let expired = service
+            .locks
+            .run(&sku, deadline, |lease| {
+                service.expiry.expire_due(&sku, lease)
+            })
+            .await;
+        if let Err(e) = expired {
             tracing::warn!(sku = %sku, error = %e, "due holds not expired yet; retrying");
             tokio::time::sleep(RETRY_AFTER_FAILURE).await;
         }
@@ -154,13 +157,16 @@ impl OrderService {
     /// transaction under the SKU's lease; returns the ids that were not (yet) expirable — not
     /// due, or no longer held. Each hold is expired exactly once, whoever else tries.
     pub async fn expire(&self, sku: &Sku, ids: &[Uuid]) -> Result<Vec<Uuid>, OrderError> {
-        let deadline = Instant::now() + self.ctx.settings.request_deadline;
-        match self
-            .under_lease(sku.as_str(), deadline, Work::Expire(sku, ids))
-            .await?
-        {
-            Worked::Expired(left) => Ok(left),
-            Worked::Transacted(_) => Ok(Vec::new()),
-        }
+        let deadline = Instant::now() + self.request_deadline;
+        let (_, left) = self
+            .locks
+            .run(sku, deadline, async |lease| {
+                self.expiry
+                    .expire_under(sku, ids, lease)
+                    .await
+                    .map_err(OrderError::from)
+            })
+            .await?;
+        Ok(left)
     }
 }

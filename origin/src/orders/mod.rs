@@ -9,9 +9,10 @@
 //! concurrent actions on one order are decided once, and a repeat changes nothing.
 //!
 //! A step that moves units (a return, a late payment, a refund without restock) is serialized
-//! with the SKU's purchase batches exactly like one: it takes the SKU's Redlock lease (same key,
-//! same retry policy), its transaction locks the SKU row, carries the lease's fencing token
-//! (a stale holder commits nothing) and rolls back if the lease may have expired by commit time.
+//! with the SKU's purchase batches exactly like one: it runs under the SKU's lease
+//! ([`SkuLocks::run`], the one place of the lease's safety argument): its transaction locks the
+//! SKU row, carries the lease's fencing token (a stale holder commits nothing) and rolls back if
+//! the lease may have expired by commit time.
 //! A payment of a live hold moves no unit and takes only the order's row lock.
 //!
 //! A return to the current generation's stock bumps the SKU's return epoch, which reopens the
@@ -26,22 +27,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use redlock::RedlockError;
 use shared::{OrderStatus, OrderView, Sku, UserId};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::hold_queue;
-use crate::purchase::Context;
-use crate::purchase::knowledge::LOCAL_TTL;
+use crate::hold_queue::{self, HoldQueue};
+use crate::lease::{LeaseError, LeaseWork, SkuLease, SkuLocks};
+use crate::metrics::Metrics;
+use crate::purchase::expire::HoldExpiry;
+use crate::purchase::knowledge::{LOCAL_TTL, SaleKnowledge};
 use crate::store::StoreError;
 use crate::store::orders::{self as store, Applied, Change, OrderRow, OrderTx};
-use redlock::Lease;
 pub use state::{OrderAction, PaymentSource, Plan, ReturnReason, Step};
 
-/// Margin kept between commit and lease expiry for the COMMIT round trip itself.
-const COMMIT_MARGIN: Duration = Duration::from_millis(20);
-/// Attempts of one action: a state that moved between the read and the locks, a stale fence or
-/// a lease that ran short are retried (within the request deadline).
-const MAX_ATTEMPTS: u32 = 4;
+/// Plans of one action: a state that moved between the read and the locks is planned again
+/// (the lease's own retries are [`SkuLocks::run`]'s).
+const MAX_PLANS: u32 = 4;
 
 /// Who asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,19 +63,45 @@ pub enum OrderError {
     /// The state machine refuses the action in `current` (409 `order_state`).
     #[error("the order is {current}")]
     State { current: OrderStatus },
-    /// The database or the SKU's lease cannot be had (503 with `Retry-After`).
-    #[error("unavailable: {0}")]
-    Unavailable(#[source] anyhow::Error),
-    /// A bug (500; logged).
-    #[error("order transition failed: {0}")]
-    Unexpected(#[source] StoreError),
+    /// The SKU's lease cannot be had (503 with `Retry-After`).
+    #[error("sku lock: {0}")]
+    Lock(#[source] RedlockError),
+    /// The order kept changing under the action (503 with `Retry-After`: retry).
+    #[error("the order kept changing; retry")]
+    KeptChanging,
+    /// The database's verdict: 503 with `Retry-After` when it cannot be had or nothing was
+    /// committed for a reason a retry may fix, else a bug (500; logged); see
+    /// [`OrderError::is_unavailable`].
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
-impl From<StoreError> for OrderError {
-    fn from(e: StoreError) -> Self {
+impl OrderError {
+    /// A dependency or a race that a retry may get past (503 with `Retry-After`) — not a refusal
+    /// of the action, nor a bug (500).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Lock(_) | Self::KeptChanging => true,
+            Self::Store(e) => !matches!(e, StoreError::Unexpected(_) | StoreError::SkuExists(_)),
+            Self::NotFound | Self::State { .. } => false,
+        }
+    }
+}
+
+impl LeaseWork for OrderError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            Self::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<LeaseError<OrderError>> for OrderError {
+    fn from(e: LeaseError<OrderError>) -> Self {
         match e {
-            StoreError::Unexpected(_) | StoreError::SkuExists(_) => Self::Unexpected(e),
-            other => Self::Unavailable(other.into()),
+            LeaseError::Lock(e) => Self::Lock(e),
+            LeaseError::Work(e) => e,
         }
     }
 }
@@ -113,12 +141,37 @@ enum Attempted {
 /// Applies order actions; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct OrderService {
-    ctx: Arc<Context>,
+    /// The deciders' pool (the purchase batches').
+    pool: PgPool,
+    locks: SkuLocks,
+    expiry: HoldExpiry,
+    knowledge: Arc<SaleKnowledge>,
+    metrics: Arc<Metrics>,
+    /// The holds' delayed queue: a hold paid or returned leaves it.
+    holds: HoldQueue,
+    /// `REQUEST_DEADLINE_MS`: how long an action may wait for its SKU's lease.
+    request_deadline: Duration,
 }
 
 impl OrderService {
-    pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx }
+    pub fn new(
+        pool: PgPool,
+        locks: SkuLocks,
+        expiry: HoldExpiry,
+        knowledge: Arc<SaleKnowledge>,
+        metrics: Arc<Metrics>,
+        holds: HoldQueue,
+        request_deadline: Duration,
+    ) -> Self {
+        Self {
+            pool,
+            locks,
+            expiry,
+            knowledge,
+            metrics,
+            holds,
+            request_deadline,
+        }
     }
 
     /// The order `id` as `requester` may see it.
@@ -127,7 +180,7 @@ impl OrderService {
     }
 
     async fn load(&self, id: Uuid, requester: &Requester) -> Result<OrderRow, OrderError> {
-        let row = store::order(&self.ctx.pool, id)
+        let row = store::order(&self.pool, id)
             .await?
             .ok_or(OrderError::NotFound)?;
         match requester {
@@ -149,9 +202,9 @@ impl OrderService {
         if matches!(requester, Requester::Shopper(_)) && action != OrderAction::Cancel {
             return Err(OrderError::NotFound);
         }
-        let deadline = Instant::now() + self.ctx.settings.request_deadline;
+        let deadline = Instant::now() + self.request_deadline;
         let mut row = self.load(order_id, &requester).await?;
-        for _ in 0..MAX_ATTEMPTS {
+        for _ in 0..MAX_PLANS {
             let step = match state::plan(row.status, &action) {
                 Plan::Repeat => return Ok(view(&row)),
                 Plan::Refuse => {
@@ -162,13 +215,14 @@ impl OrderService {
                 Plan::Move(step) => step,
             };
             let attempted = if step.needs_lease() {
-                match self
-                    .under_lease(&row.sku, deadline, Work::Transact(&row, &action))
+                let sku = Sku::parse(&row.sku).map_err(|e| {
+                    OrderError::Store(StoreError::Unexpected(sqlx::Error::Decode(e.into())))
+                })?;
+                self.locks
+                    .run(&sku, deadline, |lease| {
+                        self.transact(&row, &action, Some(lease))
+                    })
                     .await?
-                {
-                    Worked::Transacted(attempted) => attempted,
-                    Worked::Expired(_) => return Err(OrderError::NotFound),
-                }
             } else {
                 self.transact(&row, &action, None).await?
             };
@@ -185,87 +239,13 @@ impl OrderService {
                         // Every process's knowledge from before the commit is stale by then.
                         tokio::time::sleep(LOCAL_TTL.saturating_sub(observed_at.elapsed())).await;
                     }
-                    return applied
-                        .orders
-                        .first()
-                        .map(view)
-                        .ok_or(OrderError::Unexpected(StoreError::Unexpected(
-                            sqlx::Error::RowNotFound,
-                        )));
+                    return applied.orders.first().map(view).ok_or(OrderError::Store(
+                        StoreError::Unexpected(sqlx::Error::RowNotFound),
+                    ));
                 }
             }
         }
-        Err(OrderError::Unavailable(anyhow::anyhow!(
-            "order {order_id} kept changing; retry"
-        )))
-    }
-
-    /// Runs `work` under the SKU's lease (taken with the combiners' retry policy until
-    /// `deadline`), retrying a stale fence or a lease that ran short; releases the lease.
-    async fn under_lease(
-        &self,
-        sku: &str,
-        deadline: Instant,
-        work: Work<'_>,
-    ) -> Result<Worked, OrderError> {
-        let sku = Sku::parse(sku).map_err(|e| OrderError::Unavailable(e.into()))?;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let lease = self
-                .ctx
-                .acquire_until(&sku, deadline)
-                .await
-                .map_err(|e| OrderError::Unavailable(e.into()))?;
-            let result = match work {
-                Work::Transact(row, action) => self
-                    .transact(row, action, Some(&lease))
-                    .await
-                    .map(Worked::Transacted),
-                Work::Expire(sku, ids) => self
-                    .ctx
-                    .expire_under(sku, ids, &lease)
-                    .await
-                    .map(|(_, left)| Worked::Expired(left))
-                    .map_err(OrderError::from),
-                Work::ExpireDue(sku) => self
-                    .ctx
-                    .expire_due(sku, &lease)
-                    .await
-                    .map(|_| Worked::Expired(Vec::new()))
-                    .map_err(OrderError::from),
-            };
-            if let Err(OrderError::Unavailable(e)) = &result {
-                if let Some(StoreError::StaleFence { current, .. }) = e.downcast_ref() {
-                    self.ctx.metrics.stale_fence.inc();
-                    self.ctx.catch_up_fence(&sku, &lease, *current).await;
-                }
-            }
-            let _ = self.ctx.lock.release(lease).await;
-            match result {
-                Err(OrderError::Unavailable(e))
-                    if attempts < MAX_ATTEMPTS
-                        && Instant::now() < deadline
-                        && matches!(
-                            e.downcast_ref(),
-                            Some(
-                                StoreError::StaleFence { .. }
-                                    | StoreError::LeaseExpired
-                                    | StoreError::Conflict
-                            )
-                        ) => {}
-                other => return other,
-            }
-        }
-    }
-
-    /// The lease's commit deadline, or `LeaseExpired` when too little of it is left to start.
-    fn commit_by(&self, lease: &Lease) -> Result<Instant, OrderError> {
-        let remaining = lease.remaining();
-        if remaining < self.ctx.settings.commit_budget {
-            return Err(StoreError::LeaseExpired.into());
-        }
-        Ok(Instant::now() + remaining.saturating_sub(COMMIT_MARGIN))
+        Err(OrderError::KeptChanging)
     }
 
     /// One transaction applying `action` to `row`'s order, decided under its locks.
@@ -273,12 +253,12 @@ impl OrderService {
         &self,
         row: &OrderRow,
         action: &OrderAction,
-        lease: Option<&Lease>,
+        lease: Option<SkuLease>,
     ) -> Result<Attempted, OrderError> {
-        let commit_by = lease.map(|l| self.commit_by(l)).transpose()?;
-        let fence = lease.map(Lease::fence);
+        let commit_by = lease.map(SkuLease::commit_by).transpose()?;
+        let fence = lease.map(SkuLease::fence);
         let observed_at = Instant::now();
-        let mut tx = OrderTx::begin(&self.ctx.pool).await?;
+        let mut tx = OrderTx::begin(&self.pool).await?;
         let books = match lease {
             Some(_) => tx.lock_sku(&row.sku, fence).await?,
             None => None,
@@ -363,34 +343,33 @@ impl OrderService {
         applied: &Applied,
         observed_at: Instant,
     ) -> After {
-        let ctx = &self.ctx;
         let Some(now) = applied.orders.first() else {
             return After { reopened: false };
         };
         match step {
             Step::Return { reason, .. } => {
-                ctx.metrics.count_return(reason.label(), 1);
+                self.metrics.count_return(reason.label(), 1);
                 if reason == ReturnReason::Expired {
-                    ctx.metrics.hold_expiries.inc();
+                    self.metrics.hold_expiries.inc();
                     for lag in &applied.expiry_lags {
-                        ctx.metrics.expiry_lag.observe(lag.max(0.0));
+                        self.metrics.expiry_lag.observe(lag.max(0.0));
                     }
                 }
             }
             Step::LatePay if now.status == OrderStatus::RefundDue => {
-                ctx.metrics.refund_due.inc();
+                self.metrics.refund_due.inc();
             }
             _ => {}
         }
         let reopened = matches!(step, Step::Return { .. }) && applied.sale.is_some();
         if let (Some(sale), Ok(sku)) = (applied.sale, Sku::parse(&now.sku)) {
-            ctx.knowledge
-                .learn_state(&sku, observed_at, Some(sale), &ctx.pool)
+            self.knowledge
+                .learn_state(&sku, observed_at, Some(sale), &self.pool)
                 .await;
         }
         if before.status == OrderStatus::Held {
             let member = hold_queue::member(&now.sku, now.order_id);
-            let holds = ctx.holds.clone();
+            let holds = self.holds.clone();
             tokio::spawn(async move {
                 if let Err(e) = holds.remove(&[member]).await {
                     tracing::debug!(error = %e, "could not remove a hold from the delayed queue");
@@ -423,7 +402,7 @@ impl OrderService {
             .iter()
             .map(|p| hold_queue::member(&p.sku, p.order_id))
             .collect();
-        let holds = self.ctx.holds.clone();
+        let holds = self.holds.clone();
         tokio::spawn(async move {
             if let Err(e) = holds.remove(&members).await {
                 tracing::debug!(error = %e, "could not remove paid holds from the delayed queue");
@@ -442,24 +421,6 @@ impl OrderService {
             );
         }
     }
-}
-
-/// What runs under a SKU's lease.
-#[derive(Clone, Copy)]
-enum Work<'a> {
-    /// One order's action.
-    Transact(&'a OrderRow, &'a OrderAction),
-    /// Holds of one SKU that fell due.
-    Expire(&'a Sku, &'a [Uuid]),
-    /// The holds of one SKU waiting in `purchase::due`.
-    ExpireDue(&'a Sku),
-}
-
-/// What [`Work`] gave.
-enum Worked {
-    Transacted(Attempted),
-    /// The ids that were not expirable.
-    Expired(Vec<Uuid>),
 }
 
 /// What the caller of a transition still has to do.

@@ -338,7 +338,7 @@ fn outcome_of(result: Result<OrderStatus, OrderError>) -> Result<Outcome, Webhoo
         Ok(_) => Ok(Outcome::Applied),
         Err(OrderError::NotFound) => Ok(Outcome::UnknownOrder),
         Err(OrderError::State { .. }) => Ok(Outcome::IgnoredState),
-        Err(OrderError::Unavailable(cause)) => Err(WebhookError::Unavailable(cause.to_string())),
+        Err(e) if e.is_unavailable() => Err(WebhookError::Unavailable(e.to_string())),
         Err(other) => Err(WebhookError::Unexpected(other.to_string())),
     }
 }

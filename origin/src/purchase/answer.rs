@@ -9,8 +9,8 @@
 use shared::{Closed, ErrorCode, Sku};
 use uuid::Uuid;
 
+use crate::decision::{Decision, Outcome, StoredAnswer};
 use crate::problem::ApiError;
-use crate::store::{Decision, Outcome, StoredAnswer};
 
 /// How a purchase attempt was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

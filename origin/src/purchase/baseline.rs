@@ -7,11 +7,11 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use super::answer::{Answer, BatchRef, Refusal};
-use super::context::{
-    Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
-};
+use super::context::{Context, lock_refusal, log_lock_failure, store_refusal};
 use super::knowledge::{Sale, SaleKnowledge};
-use crate::store::{Attempt, StoreError};
+use crate::decision::Attempt;
+use crate::lease::LeaseError;
+use crate::store::StoreError;
 
 /// The baseline without single-flight: one lock acquisition and one transaction per attempt.
 pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) -> Answer {
@@ -46,42 +46,32 @@ pub async fn decide_alone(ctx: &Context, attempt: Attempt, deadline: Instant) ->
         }
     }
     let attempts = [attempt];
-    // A per-attempt conflict settles this (only) attempt: the retry reads the other
-    // transaction's committed row. The remaining retries are for deadlock victims and for a
-    // lease that was lost or too short.
-    let mut conflicts = 0;
-    loop {
-        let lease = match ctx.acquire_until(&sku, deadline).await {
-            Ok(lease) => lease,
-            Err(e) => {
-                log_lock_failure(&sku, &e);
-                return lock_refusal(&e).into();
-            }
-        };
-        let batch = BatchRef {
-            id: Uuid::now_v7(),
-            fence: lease.fence(),
-        };
-        let observed_at = Instant::now();
-        let result = ctx.decide(&sku, &attempts, Some(&lease), batch).await;
-        let _ = ctx.lock.release(lease).await;
-        match result {
-            Ok(res) => {
-                ctx.knowledge
-                    .learn_batch(&sku, observed_at, &res, &ctx.pool)
-                    .await;
-                return res
-                    .decisions
-                    .into_iter()
-                    .next()
-                    .map_or(Refusal::Internal.into(), |d| Answer::decided(d, batch));
-            }
-            Err(
-                StoreError::Conflict | StoreError::StaleFence { .. } | StoreError::LeaseExpired,
-            ) if conflicts < MAX_CONFLICT_RETRIES && Instant::now() < deadline => {
-                conflicts += 1;
-            }
-            Err(e) => return store_refusal(&e).into(),
+    let decided = ctx
+        .locks
+        .run(&sku, deadline, async |lease| {
+            let batch = BatchRef {
+                id: Uuid::now_v7(),
+                fence: lease.fence(),
+            };
+            let observed_at = Instant::now();
+            let res = ctx.decide(&sku, &attempts, Some(lease), batch).await?;
+            Ok::<_, StoreError>((res, batch, observed_at))
+        })
+        .await;
+    match decided {
+        Ok((res, batch, observed_at)) => {
+            ctx.knowledge
+                .learn_batch(&sku, observed_at, &res, &ctx.pool)
+                .await;
+            res.decisions
+                .into_iter()
+                .next()
+                .map_or(Refusal::Internal.into(), |d| Answer::decided(d, batch))
         }
+        Err(LeaseError::Lock(e)) => {
+            log_lock_failure(&sku, &e);
+            lock_refusal(&e).into()
+        }
+        Err(LeaseError::Work(e)) => store_refusal(&e).into(),
     }
 }

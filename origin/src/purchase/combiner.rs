@@ -11,9 +11,10 @@
 //! each turn decides one large batch. Before each batch it expires the SKU's holds that fell due
 //! ([`super::due`]) under the same lease, so a hot sale's expiries need no turn of their own.
 //!
-//! Lease guard: a batch starts only with at least `commit_budget` of validity left, rolls back if
-//! the lease may have expired by commit time, and carries the lease's fencing token, which the SKU
-//! row checks — a stale holder's batch commits nothing.
+//! Lease guard: each batch takes its deadline and fencing token from the held lease's terms
+//! ([`SkuLease`](crate::lease::SkuLease), where the guard is written once): it starts only with
+//! at least `commit_budget` of validity left, rolls back if the lease may have expired by commit
+//! time, and a stale holder's batch commits nothing.
 //!
 //! Before contending, the combiner consults what the process knows of the SKU ([`knowledge`]):
 //! sold out → attempts without a stored 201 are answered `sold_out` at once; no such SKU → the
@@ -38,8 +39,9 @@ use super::context::{
 use super::job::Job;
 use super::knowledge::{Sale, SaleKnowledge};
 use super::runtime::Deciders;
-use crate::store::{Attempt, StoreError};
-use redlock::Lease;
+use crate::decision::Attempt;
+use crate::lease::HeldLease;
+use crate::store::StoreError;
 
 /// A combiner with no work for this long exits (and is re-created on demand). A combiner whose
 /// SKU turned out not to exist exits as soon as its queue is empty, so a stream of distinct
@@ -47,7 +49,7 @@ use redlock::Lease;
 /// are bounded by the SKUs on sale plus those being decided right now.
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 /// After giving up the lock for fairness, wait this long before contending again: longer than
-/// a waiting process's polling interval (`context::POLL_MAX`), so the waiter gets its turn.
+/// a waiting process's polling interval (`lease::POLL_MAX`), so the waiter gets its turn.
 const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 
 /// What the combiner does next with its queue, given what the process knows of the SKU.
@@ -88,10 +90,6 @@ impl Combiners {
 
     pub fn context(&self) -> &Context {
         &self.ctx
-    }
-
-    pub fn shared_context(&self) -> Arc<Context> {
-        self.ctx.clone()
     }
 
     /// Live combiners (each removes itself when it retires).
@@ -195,14 +193,14 @@ impl Worker {
                 .map(|j| j.deadline)
                 .min()
                 .unwrap_or_else(Instant::now);
-            let lease = match self.ctx.acquire_until(&self.sku, deadline).await {
+            let lease = match self.ctx.locks.acquire(&self.sku, deadline).await {
                 Ok(lease) => {
                     // Another process held the lock meanwhile and may have sold the last unit:
                     // read the SKU again rather than trust this process's "not sold out", so a
                     // queue that waited for the lock is answered at once, not by a transaction
                     // that can only refuse it.
                     if lease.contended() && !matches!(self.consult(true).await, Next::Lock) {
-                        let _ = self.ctx.lock.release(lease).await;
+                        let _ = self.ctx.locks.release(lease).await;
                         continue;
                     }
                     lease
@@ -227,7 +225,7 @@ impl Worker {
 
     /// Decides batches while holding `lease`; releases it at the end. Returns whether the lease
     /// was given up for fairness with work still queued.
-    async fn hold(&mut self, mut lease: Lease) -> bool {
+    async fn hold(&mut self, mut lease: HeldLease) -> bool {
         let held_since = Instant::now();
         let mut lease_ok = true;
         let mut fair = false;
@@ -239,23 +237,18 @@ impl Worker {
             // Holds of this SKU that fell due are expired first, under this lease: their
             // units are on sale for the batch that follows (the lease is extended
             // after them if they took too much of it).
-            if self.ctx.due.waiting(&self.sku) {
-                if let Err(e) = self.ctx.expire_due(&self.sku, &lease).await {
+            if self.ctx.expiry.due().waiting(&self.sku) {
+                if let Err(e) = self.ctx.expiry.expire_due(&self.sku, lease.terms()).await {
                     tracing::info!(sku = %self.sku, error = %e, "due holds not expired by the combiner; they wait for the next holder");
                 }
             }
-            if lease.remaining() < self.ctx.settings.commit_budget {
-                if let Err(e) = self
-                    .ctx
-                    .lock
-                    .extend(&mut lease, self.ctx.settings.lock_ttl)
-                    .await
-                {
+            if lease.running_low() {
+                if let Err(e) = self.ctx.locks.extend(&mut lease).await {
                     tracing::info!(sku = %self.sku, error = %e, "lease could not be extended; re-acquiring");
                     lease_ok = false;
                     break;
                 }
-                if lease.remaining() < self.ctx.settings.commit_budget {
+                if lease.running_low() {
                     lease_ok = false;
                     break;
                 }
@@ -273,7 +266,7 @@ impl Worker {
                 break;
             }
         }
-        if let Err(e) = self.ctx.lock.release(lease).await {
+        if let Err(e) = self.ctx.locks.release(lease).await {
             if lease_ok {
                 tracing::debug!(sku = %self.sku, error = %e, "lease release incomplete");
             }
@@ -307,7 +300,7 @@ impl Worker {
     }
 
     /// Decides one batch from the front of the queue.
-    async fn batch(&mut self, lease: &Lease) -> BatchStep {
+    async fn batch(&mut self, lease: &HeldLease) -> BatchStep {
         let n = self.batch_len();
         let batch: Vec<Job> = self.pending.drain(..n).collect();
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
@@ -335,14 +328,15 @@ impl Worker {
         };
         let mut conflicts = 0;
         loop {
+            let terms = lease.terms();
             let batch_ref = BatchRef {
                 id: Uuid::now_v7(),
-                fence: lease.fence(),
+                fence: terms.fence(),
             };
             let observed_at = Instant::now();
             match self
                 .ctx
-                .decide(&self.sku, &attempts, Some(lease), batch_ref)
+                .decide(&self.sku, &attempts, Some(terms), batch_ref)
                 .await
             {
                 Ok(mut result) => {
@@ -361,11 +355,7 @@ impl Worker {
                 }
                 Err(StoreError::Conflict) if conflicts < max_conflicts => conflicts += 1,
                 Err(e @ (StoreError::StaleFence { .. } | StoreError::LeaseExpired)) => {
-                    if matches!(e, StoreError::StaleFence { .. }) {
-                        self.ctx.metrics.stale_fence.inc();
-                    } else {
-                        self.ctx.metrics.lease_expired.inc();
-                    }
+                    self.ctx.locks.settle(lease, &e).await;
                     for job in batch.into_iter().rev() {
                         self.pending.push_front(job);
                     }

@@ -1,46 +1,28 @@
-//! What every combiner of the process shares ([`Context`]): the pool, the lock, the sale
-//! knowledge and the settings, and the steps of deciding a batch under a SKU's lease — acquiring
-//! it with the combiner's retry policy, the lease guard around the transaction, the batch's audit
+//! What every combiner of the process shares ([`Context`]): the pool, the SKUs' locks, the sale
+//! knowledge, the settings and the holds' queue and expiry, and the steps of deciding a batch —
+//! the transaction under a SKU's lease (its guard and fence from [`SkuLease`]), the batch's audit
 //! event, and the mapping of store and lock failures to the answers shoppers get. Used by the
 //! per-SKU combiners ([`super::combiner`]) and by the baseline without them ([`super::baseline`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use shared::Sku;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::answer::{Answer, BatchRef, Refusal};
-use super::due::DueHolds;
+use super::expire::HoldExpiry;
 use super::job::Job;
 use super::knowledge::SaleKnowledge;
+use crate::decision::Attempt;
 use crate::hold_queue::{self, HoldQueue};
+use crate::lease::{SkuLease, SkuLocks};
 use crate::metrics::Metrics;
 use crate::settings::PurchaseSettings;
-use crate::store::{self, Attempt, BatchMode, StoreError};
-use redlock::{Lease, Pause, Redlock, RedlockError, RetryPolicy};
+use crate::store::{self, BatchMode, StoreError};
+use redlock::RedlockError;
 
-/// A contended combiner polls the lock every 1..=POLL_MAX. Contenders per SKU are bounded by
-/// the number of origin processes, so polling this often costs little and hands the lock over
-/// quickly (a growing back-off would let the yielding holder win again).
-const POLL_MAX: Duration = Duration::from_millis(4);
-/// How the combiner waits for the SKU's lock: it polls while the lock is contended, and retries
-/// while too few nodes could vote — a node slower than its 40 ms timeout for a moment (a
-/// CPU-starved host, a slow fsync) must not turn into a 503 for a request that still has most
-/// of its deadline.
-const LOCK_RETRY: RetryPolicy = RetryPolicy {
-    contended: Pause::Uniform {
-        min: Duration::from_millis(1),
-        max: POLL_MAX,
-    },
-    unavailable: Pause::Uniform {
-        min: Duration::from_millis(5),
-        max: Duration::from_millis(20),
-    },
-};
-/// Margin kept between commit and lease expiry for the COMMIT round trip itself.
-pub(super) const COMMIT_MARGIN: Duration = Duration::from_millis(20);
 /// Retries of a batch rolled back by a conflict that need not settle anything (a deadlock or
 /// serialization victim), on top of the one retry per (user, key) pair a batch is allowed for
 /// per-attempt conflicts (see the combiner's `Worker::batch`). Nothing is committed by a conflicting batch.
@@ -49,26 +31,37 @@ pub(super) const MAX_CONFLICT_RETRIES: u32 = 3;
 /// Everything a combiner needs; shared by all combiners of the process.
 #[derive(Debug)]
 pub struct Context {
-    pub pool: PgPool,
-    pub lock: Redlock,
-    pub knowledge: Arc<SaleKnowledge>,
-    pub metrics: Arc<Metrics>,
-    pub settings: PurchaseSettings,
-    /// Prefix of the Redis keys of this deployment (`REDIS_KEY_PREFIX`). The lock was built
-    /// with it as its key prefix, so lock keys are passed bare (`Context::lock_key`).
-    pub key_prefix: String,
+    pub(super) pool: PgPool,
+    pub(super) locks: SkuLocks,
+    pub(super) knowledge: Arc<SaleKnowledge>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) settings: PurchaseSettings,
     /// The holds' delayed queue: a batch that created holds schedules their expiry there.
-    pub holds: HoldQueue,
+    holds: HoldQueue,
     /// Holds that fell due, expired by the next holder of their SKU's lease ([`super::due`]).
-    pub due: DueHolds,
+    pub(super) expiry: HoldExpiry,
 }
 
 impl Context {
-    /// The SKU's lock resource, `sku:<SKU>`: the lock stores it as
-    /// `<REDIS_KEY_PREFIX>:lock:sku:<SKU>` (and its fence counter as
-    /// `<REDIS_KEY_PREFIX>:fence:sku:<SKU>`), and audits it under this name.
-    pub(super) fn lock_key(sku: &Sku) -> String {
-        format!("sku:{sku}")
+    /// Decides on `pool` (the deciders' own, see `app.rs`) under `locks`.
+    pub fn new(
+        pool: PgPool,
+        locks: SkuLocks,
+        knowledge: Arc<SaleKnowledge>,
+        metrics: Arc<Metrics>,
+        settings: PurchaseSettings,
+        holds: HoldQueue,
+        expiry: HoldExpiry,
+    ) -> Self {
+        Self {
+            pool,
+            locks,
+            knowledge,
+            metrics,
+            settings,
+            holds,
+            expiry,
+        }
     }
 
     pub(super) fn reply(&self, job: Job, answer: Answer) {
@@ -87,61 +80,22 @@ impl Context {
         }
     }
 
-    /// Acquires the SKU's lease, retrying by [`LOCK_RETRY`] until `deadline`, the request's
-    /// budget. A quorum loss the lock already knows about (fewer than a quorum of nodes unable
-    /// to vote for longer than `REDLOCK_QUORUM_LOSS_GRACE_MS`) is [`RedlockError::QuorumLost`],
-    /// returned at once: retrying cannot help, so the purchases answer 503 now rather than at
-    /// their deadline.
-    /// [`Lease::contended`] tells whether another holder had it first (the caller waited).
-    pub(crate) async fn acquire_until(
-        &self,
-        sku: &Sku,
-        deadline: Instant,
-    ) -> Result<Lease, RedlockError> {
-        let started = Instant::now();
-        let result = self
-            .lock
-            .acquire(
-                &Self::lock_key(sku),
-                self.settings.lock_ttl,
-                &LOCK_RETRY,
-                deadline,
-            )
-            .await;
-        self.metrics
-            .lock_wait
-            .observe(started.elapsed().as_secs_f64());
-        if result.is_ok() {
-            self.metrics.lock_acquisitions.inc();
-        }
-        result
-    }
-
-    /// Decides `attempts` in one transaction under `lease`, with the lease guard — or, without a
-    /// lease, only if the SKU does not exist ([`BatchMode::UnknownSkuOnly`]) — and writes the
-    /// batch's audit event.
+    /// Decides `attempts` in one transaction under `lease`, with its guard and fence — or,
+    /// without a lease, only if the SKU does not exist ([`BatchMode::UnknownSkuOnly`]) — and
+    /// writes the batch's audit event.
     pub(super) async fn decide(
         &self,
         sku: &Sku,
         attempts: &[Attempt],
-        lease: Option<&Lease>,
+        lease: Option<SkuLease>,
         batch: BatchRef,
     ) -> Result<store::BatchResult, StoreError> {
-        let (fence, commit_by, mode) = match lease {
-            Some(lease) => {
-                let remaining = lease.remaining();
-                if remaining < self.settings.commit_budget {
-                    audit_batch(
-                        sku,
-                        batch,
-                        attempts.len(),
-                        &Err(StoreError::LeaseExpired),
-                        0.0,
-                    );
-                    return Err(StoreError::LeaseExpired);
-                }
-                let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
-                (Some(lease.fence()), Some(commit_by), BatchMode::Sell)
+        let (fence, commit_by, mode) = match lease.map(|l| (l.fence(), l.commit_by())) {
+            Some((fence, Ok(by))) => (Some(fence), Some(by), BatchMode::Sell),
+            Some((_, Err(e))) => {
+                let refused = Err(e);
+                audit_batch(sku, batch, attempts.len(), &refused, 0.0);
+                return refused;
             }
             None => (None, None, BatchMode::UnknownSkuOnly),
         };
@@ -153,9 +107,6 @@ impl Context {
             self.metrics.batch_conflicts.inc();
         }
         audit_batch(sku, batch, attempts.len(), &result, seconds);
-        if let (Err(StoreError::StaleFence { current, .. }), Some(lease)) = (&result, lease) {
-            self.catch_up_fence(sku, lease, *current).await;
-        }
         if let Ok(res) = &result {
             self.metrics.batch_size.observe(attempts.len() as f64);
             self.metrics
@@ -185,28 +136,6 @@ impl Context {
                 tracing::warn!(error = %e, holds = entries.len(), "could not queue hold expiries; the sweep will expire them");
             }
         });
-    }
-
-    /// After a batch was refused as stale: raises the SKU's fence counters to the row's fence,
-    /// so the next lease's fence is above it. A holder that merely outlived its lease changes
-    /// nothing by this (the counters are past that fence already); counters that fell behind the
-    /// row — renamed keys after an upgrade or a rollback, a counter recreated by a machine whose
-    /// clock ran behind — would otherwise get every later batch refused too, forever.
-    pub(crate) async fn catch_up_fence(&self, sku: &Sku, lease: &Lease, current: i64) {
-        let Ok(current) = u64::try_from(current) else {
-            return;
-        };
-        match self.lock.raise_fence(lease, current).await {
-            Ok(()) => tracing::info!(
-                sku = %sku,
-                presented = lease.fence(),
-                current,
-                "batch refused as stale: the sku's fence counters were raised to the row's fence"
-            ),
-            Err(e) => {
-                tracing::warn!(sku = %sku, error = %e, "could not raise the sku's fence counters")
-            }
-        }
     }
 
     /// Decides `attempts` for a SKU believed not to exist, without its lease, retrying a batch

@@ -1,28 +1,55 @@
 //! Expiring the due holds of a SKU under its lease — beside the purchase path, on the lease
-//! holder's turn. [`Context::expire_due`] takes what waits in [`DueHolds`](super::due::DueHolds)
-//! for the SKU: the combiner calls it before each purchase batch, the expiry loop's expirer task
-//! (`orders`) when no batch holds the lease.
+//! holder's turn. [`HoldExpiry::expire_due`] takes what waits in [`DueHolds`] for the SKU: the
+//! combiner calls it before each purchase batch, the expiry loop's expirer task (`orders`) when
+//! no batch holds the lease.
 //!
-//! [`Context::expire_under`] is the one expiry transaction: under the lease, with the lease
-//! guard and the fence, it locks the SKU row and those of the holds that are still held and
+//! [`HoldExpiry::expire_under`] is the one expiry transaction: under the lease, with its guard
+//! and fence ([`SkuLease`]), it locks the SKU row and those of the holds that are still held and
 //! due by the database's clock, and returns them to stock — each hold exactly once, whoever
 //! else (another process, a payment, a cancellation) tries at the same time.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use shared::{OrderStatus, Sku};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::context::{COMMIT_MARGIN, Context};
+use super::due::DueHolds;
+use super::knowledge::SaleKnowledge;
+use crate::lease::SkuLease;
+use crate::metrics::Metrics;
 use crate::store::StoreError;
 use crate::store::orders::{Change, OrderTx};
-use redlock::Lease;
 
-impl Context {
-    /// Expires the holds of `sku` waiting in [`DueHolds`](super::due::DueHolds), under `lease`; how many expired. On
-    /// failure nothing was committed and they wait again (the next holder of the lease, or
-    /// the expirer's retry, takes them).
-    pub(crate) async fn expire_due(&self, sku: &Sku, lease: &Lease) -> Result<usize, StoreError> {
+/// Expires due holds under their SKU's lease. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct HoldExpiry {
+    pool: PgPool,
+    knowledge: Arc<SaleKnowledge>,
+    metrics: Arc<Metrics>,
+    due: Arc<DueHolds>,
+}
+
+impl HoldExpiry {
+    pub fn new(pool: PgPool, knowledge: Arc<SaleKnowledge>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            pool,
+            knowledge,
+            metrics,
+            due: Arc::default(),
+        }
+    }
+
+    /// The holds that fell due, per SKU, waiting for the next holder of its lease.
+    pub fn due(&self) -> &DueHolds {
+        &self.due
+    }
+
+    /// Expires the holds of `sku` waiting in [`DueHolds`], under its `lease`; how many
+    /// expired. On failure nothing was committed and they wait again (the next holder of the
+    /// lease, or the expirer's retry, takes them).
+    pub async fn expire_due(&self, sku: &Sku, lease: SkuLease) -> Result<usize, StoreError> {
         let ids = self.due.take(sku);
         if ids.is_empty() {
             return Ok(0);
@@ -37,19 +64,15 @@ impl Context {
     }
 
     /// Expires those of `ids` (holds of `sku`) that are still held and due by the database's
-    /// clock, in one transaction under `lease`; how many expired, and the ids that were not
-    /// expirable (not due, or no longer held).
-    pub(crate) async fn expire_under(
+    /// clock, in one transaction under `sku`'s `lease`; how many expired, and the ids that were
+    /// not expirable (not due, or no longer held).
+    pub async fn expire_under(
         &self,
         sku: &Sku,
         ids: &[Uuid],
-        lease: &Lease,
+        lease: SkuLease,
     ) -> Result<(usize, Vec<Uuid>), StoreError> {
-        let remaining = lease.remaining();
-        if remaining < self.settings.commit_budget {
-            return Err(StoreError::LeaseExpired);
-        }
-        let commit_by = Instant::now() + remaining.saturating_sub(COMMIT_MARGIN);
+        let commit_by = lease.commit_by()?;
         let observed_at = Instant::now();
         let mut tx = OrderTx::begin(&self.pool).await?;
         let books = tx.lock_sku(sku.as_str(), Some(lease.fence())).await?;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::answer::Answer;
-use crate::store::Attempt;
+use crate::decision::Attempt;
 
 /// A queued purchase attempt.
 #[derive(Debug)]

@@ -4,9 +4,9 @@
 //! 2. [`PurchaseService::submit`] refuses a duplicate of an attempt still in flight
 //!    ([`inflight`]), answers `sold_out` at once when the process freshly knows the SKU is sold
 //!    out ([`knowledge`]), and queues the attempt on its SKU's combiner ([`combiner`]);
-//! 3. the combiner — on the deciders' thread ([`runtime`]) — takes the SKU's Redlock lease and
-//!    decides a batch of attempts in one transaction (`store::decide_batch`) — without the lease
-//!    when the SKU does not exist;
+//! 3. the combiner — on the deciders' thread ([`runtime`]) — takes the SKU's Redlock lease
+//!    (`crate::lease`) and decides a batch of attempts in one transaction (`store::decide_batch`)
+//!    — without the lease when the SKU does not exist;
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
 mod answer;
@@ -14,7 +14,7 @@ pub mod baseline;
 pub mod combiner;
 pub mod context;
 pub mod due;
-mod expire;
+pub mod expire;
 pub mod inflight;
 pub mod job;
 pub mod knowledge;
@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+pub use crate::decision::{Attempt, Decision, Outcome, StoredAnswer};
 use crate::metrics::Metrics;
-use crate::store::Attempt;
 pub use answer::{Answer, BatchRef, Refusal};
 use combiner::Combiners;
 pub use context::Context;
@@ -49,11 +49,6 @@ impl PurchaseService {
             combiners: Combiners::new(ctx, deciders),
             inflight: InFlight::default(),
         }
-    }
-
-    /// The context every combiner shares (the order service takes SKU leases through it).
-    pub fn shared_context(&self) -> Arc<Context> {
-        self.combiners.shared_context()
     }
 
     fn metrics(&self) -> &Arc<Metrics> {

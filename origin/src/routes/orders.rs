@@ -69,8 +69,8 @@ fn refusal(e: OrderError) -> ApiError {
             format!("the order is {current}: this action does not apply to it"),
         )
         .with_current(current.as_str()),
-        OrderError::Unavailable(e) => ApiError::unavailable(&e),
-        OrderError::Unexpected(e) => ApiError::internal(&e),
+        e if e.is_unavailable() => ApiError::unavailable(&e),
+        e => ApiError::internal(&e),
     }
 }
 

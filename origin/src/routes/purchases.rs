@@ -12,8 +12,7 @@ use shared::{ErrorCode, PurchaseRequest};
 
 use super::AppState;
 use crate::problem::{ApiError, problem_response};
-use crate::purchase::Answer;
-use crate::store::Attempt;
+use crate::purchase::{Answer, Attempt};
 use crate::{auth, body};
 
 /// Decide a purchase attempt (called by the edge only).

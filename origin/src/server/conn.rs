@@ -20,6 +20,11 @@
 //! ([`ConnService`]: head complete) and the answer's body ([`TrackedBody`]: answer done), and
 //! read by the connection's driver ([`drive`]), which sleeps until the current phase's deadline
 //! and re-checks — so a connection costs one timer.
+//!
+//! On the HTTPS listener the socket wrapper sits *under* TLS, so the phases see the bytes on the
+//! wire: a client that connects and sends no handshake (or trickles one) is `Fresh`/`Silent`
+//! like one that sends no head, and [`handshake`] runs the handshake under the same header
+//! deadline, eviction and shutdown before [`drive`] serves the connection.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -376,12 +381,63 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     }
 }
 
-/// A served connection.
-pub(crate) type Connection = http1::Connection<TokioIo<TrackedIo>, ConnService>;
+/// A served connection over `I`: the socket ([`TrackedIo`]) or TLS over it.
+pub(crate) type Connection<I> = http1::Connection<TokioIo<I>, ConnService>;
+
+/// The TLS handshake of a connection on the HTTPS listener, bounded like a request head: by the
+/// header read timeout from the accept, by eviction at the cap (a silent socket) and by shutdown.
+/// `None` when the connection is dropped instead (counted under its reason).
+pub(crate) async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    io: TrackedIo,
+    state: &ConnState,
+    t: Timeouts,
+    metrics: &Metrics,
+) -> Option<tokio_rustls::server::TlsStream<TrackedIo>> {
+    let clock = state.clock;
+    let mut accept = std::pin::pin!(acceptor.accept(io));
+    loop {
+        let (deadline, action) = state.due(&t, None);
+        tokio::select! {
+            done = accept.as_mut() => {
+                return match done {
+                    Ok(tls) => Some(tls),
+                    Err(e) => {
+                        metrics.count_close("tls_handshake");
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        None
+                    }
+                };
+            }
+            () = state.evict.notified() => {
+                metrics.count_close("evicted");
+                tracing::debug!("silent connection evicted at the connection cap");
+                return None;
+            }
+            // Shutdown: nothing is being served yet.
+            () = state.close.notified() => return None,
+            () = tokio::time::sleep_until(clock.at(deadline)) => {
+                if clock.now_ms() < state.due(&t, None).0 {
+                    continue;
+                }
+                metrics.count_close(action.reason());
+                tracing::debug!(reason = action.reason(), "connection dropped during the TLS handshake");
+                return None;
+            }
+        }
+    }
+}
 
 /// Drives `conn` to its end under the phase limits, closing gracefully when asked (reclaimed,
 /// shutdown), dropping it when evicted or when a phase overstays.
-pub(crate) async fn drive(conn: Connection, state: Arc<ConnState>, t: Timeouts, metrics: &Metrics) {
+pub(crate) async fn drive<I>(
+    conn: Connection<I>,
+    state: Arc<ConnState>,
+    t: Timeouts,
+    metrics: &Metrics,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let clock = state.clock;
     let mut conn = std::pin::pin!(conn);
     let mut closing_since: Option<u64> = None;

@@ -33,24 +33,32 @@
 //!
 //! Shutdown: stop accepting, close idle connections, let every request in progress finish (each
 //! is bounded by the limits above), return when the last connection has ended.
+//!
+//! Listeners: the plain one (`LISTEN_ADDR`) and, when configured, the HTTPS one
+//! (`TLS_LISTEN_ADDR`, `tls`). One accept loop serves both, so every bound above holds on both
+//! and `HTTP_MAX_CONNECTIONS` counts their connections together; an HTTPS connection's TLS
+//! handshake is bounded like a request head (`conn::handshake`).
 
 pub(crate) mod conn;
+pub(crate) mod tls;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::metrics::Metrics;
 use crate::settings::HttpSettings;
 use conn::{Clock, ConnService, ConnState, Phase, Timeouts, TrackedIo};
+use tls::ServerTls;
 
 /// Header fields hyper parses per request (its default; more is a bare 431).
 const MAX_HEADER_FIELDS: usize = 100;
@@ -192,6 +200,31 @@ impl Registry {
     }
 }
 
+/// A bound listener: plain HTTP, or HTTPS with the listener's (reloadable) TLS configuration.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub(crate) tcp: TcpListener,
+    pub(crate) tls: Option<Arc<ServerTls>>,
+}
+
+/// Accepts from whichever listener has a connection, starting the scan one listener further on
+/// each call so that a flood on one cannot starve the other.
+fn poll_accept(
+    listeners: &[Listener],
+    next: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<(usize, std::io::Result<TcpStream>)> {
+    let count = listeners.len();
+    for offset in 0..count {
+        let i = (*next + offset) % count;
+        if let Poll::Ready(accepted) = listeners[i].tcp.poll_accept(cx) {
+            *next = (i + 1) % count;
+            return Poll::Ready((i, accepted.map(|(stream, _peer)| stream)));
+        }
+    }
+    Poll::Pending
+}
+
 /// Binds `addr` with a [`LISTEN_BACKLOG`]-deep accept queue (`TcpListener::bind` has 128).
 pub(crate) fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
@@ -204,9 +237,9 @@ pub(crate) fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Serves `router` on `listener` under `limits` until `shutdown` resolves; see the module docs.
+/// Serves `router` on `listeners` under `limits` until `shutdown` resolves; see the module docs.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     router: Router,
     limits: &HttpSettings,
     metrics: Arc<Metrics>,
@@ -231,12 +264,13 @@ pub(crate) async fn serve(
         .max_header_size(head_cap)
         .max_buf_size(head_cap);
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut next = 0;
     loop {
-        let stream = tokio::select! {
+        let (index, stream) = tokio::select! {
             biased;
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+            (index, accepted) = std::future::poll_fn(|cx| poll_accept(&listeners, &mut next, cx)) => match accepted {
+                Ok(stream) => (index, stream),
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -260,16 +294,33 @@ pub(crate) async fn serve(
             router: router.clone(),
             state: state.clone(),
         };
-        let conn =
-            builder.serve_connection(TokioIo::new(TrackedIo::new(stream, state.clone())), service);
+        let io = TrackedIo::new(stream, state.clone());
         let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _registered = registered;
-            conn::drive(conn, state, timeouts, &metrics).await;
-        });
+        match &listeners[index].tls {
+            None => {
+                let conn = builder.serve_connection(TokioIo::new(io), service);
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let _registered = registered;
+                    conn::drive(conn, state, timeouts, &metrics).await;
+                });
+            }
+            Some(tls) => {
+                let (acceptor, builder) = (tls.acceptor(), builder.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let _registered = registered;
+                    let Some(io) = conn::handshake(acceptor, io, &state, timeouts, &metrics).await
+                    else {
+                        return;
+                    };
+                    let conn = builder.serve_connection(TokioIo::new(io), service);
+                    conn::drive(conn, state, timeouts, &metrics).await;
+                });
+            }
+        }
     }
-    drop(listener);
+    drop(listeners);
     registry.close_all();
     // Every connection holds a permit until it has ended.
     let _all_ended = permits.acquire_many(max).await;

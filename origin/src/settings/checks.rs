@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+use std::net::SocketAddr;
+
 use super::{
-    BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, RedisTlsSettings,
-    SettingsError,
+    BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, ListenerTls,
+    ListenerTlsSettings, RedisTlsSettings, SettingsError,
 };
 
 impl DatabaseTlsSettings {
@@ -176,4 +178,49 @@ pub(super) fn check_redis_tls(
         }
     }
     Ok(())
+}
+
+/// The HTTPS listener: off without a certificate; a certificate needs its key (and the reverse),
+/// client CAs need a certificate, and it cannot share the plain listener's address.
+pub(super) fn listener_tls(
+    raw: ListenerTlsSettings,
+    listen_addr: SocketAddr,
+) -> Result<Option<ListenerTls>, SettingsError> {
+    let invalid = |name, reason: &str| SettingsError::Invalid {
+        name,
+        reason: reason.into(),
+    };
+    let (cert_file, key_file) = match (raw.cert_file, raw.key_file) {
+        (Some(cert), Some(key)) => (cert, key),
+        (None, None) if raw.client_ca_file.is_some() => {
+            return Err(invalid(
+                "TLS_CLIENT_CA_FILE",
+                "needs TLS_CERT_FILE and TLS_KEY_FILE (the HTTPS listener is off without them)",
+            ));
+        }
+        (None, None) => return Ok(None),
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(invalid(
+                "TLS_CERT_FILE",
+                "TLS_CERT_FILE and TLS_KEY_FILE go together",
+            ));
+        }
+    };
+    let same_port = raw.listen_addr.port() != 0 && raw.listen_addr.port() == listen_addr.port();
+    let overlapping = raw.listen_addr.ip() == listen_addr.ip()
+        || raw.listen_addr.ip().is_unspecified()
+        || listen_addr.ip().is_unspecified();
+    if same_port && overlapping {
+        return Err(invalid(
+            "TLS_LISTEN_ADDR",
+            "must differ from LISTEN_ADDR (the plain listener)",
+        ));
+    }
+    Ok(Some(ListenerTls {
+        listen_addr: raw.listen_addr,
+        cert_file,
+        key_file,
+        client_ca_file: raw.client_ca_file,
+        reload_interval: raw.reload_interval,
+    }))
 }

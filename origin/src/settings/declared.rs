@@ -10,8 +10,8 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args};
 
 use super::sections::{
-    BreakerSettings, DatabaseTlsSettings, HttpSettings, LogSettings, PurchaseSettings,
-    RedisTlsSettings, Retention,
+    BreakerSettings, DatabaseTlsSettings, HttpSettings, ListenerTlsSettings, LogSettings,
+    PurchaseSettings, RedisTlsSettings, Retention,
 };
 use super::values;
 use super::webhook::WebhookEnvironment;
@@ -41,6 +41,8 @@ pub(super) struct Environment {
     /// HTTP listen address (`:0` picks a free port; the address is logged)
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080", value_parser = values::trimmed::<SocketAddr>)]
     pub(super) listen_addr: SocketAddr,
+    #[command(flatten)]
+    pub(super) listener_tls: ListenerTlsSettings,
     /// `kid:secret,kid:secret` (key ids 1..32 of `[A-Za-z0-9._-]`, secrets ≥ 16 chars without
     /// `,`): the keys of the edge's request signatures — a v2 signature is checked with the key
     /// its `kid` names, a v1 signature against every key. Several keys during a rotation

@@ -4,6 +4,7 @@
 //! purchase pipeline's tunables and the stored answers' retention. Their cross-field checks are
 //! `super::checks`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -85,6 +86,51 @@ pub struct HttpSettings {
     /// own cap is twice this
     #[arg(long, env = "HTTP_MAX_HEADER_BYTES", default_value = "16384", value_parser = values::trimmed::<usize>)]
     pub max_header_bytes: usize,
+}
+
+/// The origin's own TLS listener, for the edge's hop across the internet (`server::tls`;
+/// [operations.md](operations.md#the-hop-from-the-edge-to-the-origin)).
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ListenerTlsSettings {
+    /// address of the HTTPS listener, served beside `LISTEN_ADDR` (same routes, same limits,
+    /// one `HTTP_MAX_CONNECTIONS` for both) when `TLS_CERT_FILE` and `TLS_KEY_FILE` are set
+    #[arg(id = "tls_listen_addr", long = "tls-listen-addr", env = "TLS_LISTEN_ADDR", default_value = "0.0.0.0:8443", value_parser = values::trimmed::<SocketAddr>)]
+    pub listen_addr: SocketAddr,
+    /// PEM certificate chain (leaf first) of the HTTPS listener, with `TLS_KEY_FILE`; both are
+    /// read again on SIGHUP and when they change, and new connections get the new certificate
+    /// (open ones keep theirs). See [security.md](security.md#tls)
+    #[arg(id = "tls_cert_file", long = "tls-cert-file", env = "TLS_CERT_FILE")]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `TLS_CERT_FILE`
+    #[arg(id = "tls_key_file", long = "tls-key-file", env = "TLS_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// PEM bundle of the CAs a client certificate must chain to: the HTTPS listener then refuses
+    /// every client without one (mutual TLS; Cloudflare's Authenticated Origin Pulls CA, or
+    /// your own). Reloaded with the certificate
+    #[arg(
+        id = "tls_client_ca_file",
+        long = "tls-client-ca-file",
+        env = "TLS_CLIENT_CA_FILE"
+    )]
+    pub client_ca_file: Option<PathBuf>,
+    /// how often the TLS files are checked for a change (0: only on SIGHUP)
+    #[arg(id = "tls_reload_interval", long = "tls-reload-interval", env = "TLS_RELOAD_INTERVAL_MS", default_value = "10000", value_parser = values::millis)]
+    pub reload_interval: Duration,
+}
+
+/// The HTTPS listener, checked: a certificate and its key, and optionally the client CAs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerTls {
+    /// `TLS_LISTEN_ADDR`.
+    pub listen_addr: SocketAddr,
+    /// `TLS_CERT_FILE`.
+    pub cert_file: PathBuf,
+    /// `TLS_KEY_FILE`.
+    pub key_file: PathBuf,
+    /// `TLS_CLIENT_CA_FILE`: clients must present a certificate chained to one of these.
+    pub client_ca_file: Option<PathBuf>,
+    /// `TLS_RELOAD_INTERVAL_MS`; zero: only on SIGHUP.
+    pub reload_interval: Duration,
 }
 
 /// TLS to Postgres, beyond what `DATABASE_URL` says.

@@ -465,3 +465,59 @@ fn payment_webhook_secrets_are_optional_listed_checked_and_never_shown() {
         assert!(!err.to_string().contains("whsec_"), "{err}");
     }
 }
+
+#[test]
+fn the_https_listener_is_off_by_default_and_its_files_go_together() {
+    let s = with(&[]).expect("defaults");
+    assert_eq!(s.listener_tls, None, "no certificate: no HTTPS listener");
+    let s = with(&[
+        ("TLS_CERT_FILE", "/run/secrets/origin.pem"),
+        ("TLS_KEY_FILE", "/run/secrets/origin.key"),
+    ])
+    .expect("certificate and key");
+    let tls = s.listener_tls.expect("HTTPS listener on");
+    assert_eq!(tls.listen_addr.to_string(), "0.0.0.0:8443");
+    assert_eq!(tls.cert_file, PathBuf::from("/run/secrets/origin.pem"));
+    assert_eq!(tls.client_ca_file, None);
+    assert_eq!(tls.reload_interval, Duration::from_secs(10));
+    let s = with(&[
+        ("TLS_CERT_FILE", "c.pem"),
+        ("TLS_KEY_FILE", "k.pem"),
+        ("TLS_CLIENT_CA_FILE", "ca.pem"),
+        ("TLS_LISTEN_ADDR", "127.0.0.1:9443"),
+        ("TLS_RELOAD_INTERVAL_MS", "0"),
+    ])
+    .expect("mutual TLS");
+    let tls = s.listener_tls.expect("HTTPS listener on");
+    assert_eq!(tls.client_ca_file, Some(PathBuf::from("ca.pem")));
+    assert_eq!(tls.reload_interval, Duration::ZERO);
+
+    for (bad, name) in [
+        (&[("TLS_CERT_FILE", "c.pem")][..], "TLS_CERT_FILE"),
+        (&[("TLS_KEY_FILE", "k.pem")][..], "TLS_CERT_FILE"),
+        (
+            &[("TLS_CLIENT_CA_FILE", "ca.pem")][..],
+            "TLS_CLIENT_CA_FILE",
+        ),
+        (
+            &[
+                ("TLS_CERT_FILE", "c.pem"),
+                ("TLS_KEY_FILE", "k.pem"),
+                ("TLS_LISTEN_ADDR", "0.0.0.0:8080"),
+            ][..],
+            "TLS_LISTEN_ADDR",
+        ),
+        (&[("TLS_LISTEN_ADDR", "nope")][..], "TLS_LISTEN_ADDR"),
+    ] {
+        let err = with(bad).expect_err(name);
+        assert!(err.to_string().contains(name), "{bad:?}: {err}");
+    }
+    // Port 0 (tests) never collides.
+    with(&[
+        ("LISTEN_ADDR", "127.0.0.1:0"),
+        ("TLS_LISTEN_ADDR", "127.0.0.1:0"),
+        ("TLS_CERT_FILE", "c.pem"),
+        ("TLS_KEY_FILE", "k.pem"),
+    ])
+    .expect("two ephemeral ports");
+}

@@ -6,21 +6,23 @@
 //! In the order a batch runs: `BEGIN`; `read` locks the SKU's row and reads what the batch
 //! needs, in one statement; `decide` decides each attempt in memory; `write` writes every
 //! order, counter and stored answer in one statement; `COMMIT` — unless the lease may be gone by
-//! then. What goes in and comes out is `decision`.
+//! then. What goes in and out is the purchase path's vocabulary (`crate::decision`), the batch's
+//! [`BatchMode`] and [`BatchResult`].
 
 mod decide;
-mod decision;
 mod read;
 mod write;
 
 use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use shared::{OrderStatus, Sku};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use super::StoreError;
+use crate::decision::{Attempt, Decision};
 use decide::{Decided, decide};
-pub use decision::{Attempt, BatchMode, BatchResult, Decision, Outcome, StoredAnswer};
 use read::{LockedSku, open_batch, peek_sku};
 use write::{Written, write};
 
@@ -119,4 +121,33 @@ pub async fn decide_batch(
         },
         expires_at,
     })
+}
+
+/// The result of one committed batch transaction.
+#[derive(Debug)]
+pub struct BatchResult {
+    /// One decision per attempt, in the order given.
+    pub decisions: Vec<Decision>,
+    /// Units left after the batch; `None` when the SKU does not exist.
+    pub remaining: Option<i64>,
+    /// The sale generation the batch decided in; `None` when the SKU does not exist.
+    pub generation: Option<i64>,
+    /// The SKU's return epoch the batch decided in (bumped by every return of units).
+    pub returns: Option<i64>,
+    /// Units sold by this batch.
+    pub units_sold: i64,
+    /// The orders this batch created as holds (a SKU with `hold_secs`), and when they expire.
+    pub holds: Vec<Uuid>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Which batches [`decide_batch`] may decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Whatever the SKU's state: the caller holds the SKU's lease (or, in tests, no lock at all).
+    Sell,
+    /// Only if the SKU does not exist — every attempt is then `404 unknown_sku` or a replay —
+    /// without the SKU's lease and without waiting for its row; if it exists, nothing is decided
+    /// ([`StoreError::SkuExists`]) and the caller takes the lease.
+    UnknownSkuOnly,
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use origin::store::{self, Attempt, BatchMode, Decision, Outcome, StoreError};
+use origin::purchase::{Attempt, Decision, Outcome};
+use origin::store::{self, BatchMode, StoreError};
 use shared::{ErrorCode, IdempotencyKey, PurchaseRequest, Quantity, Sku, UserId};
 use sqlx::PgPool;
 

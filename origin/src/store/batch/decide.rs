@@ -7,9 +7,9 @@
 use shared::{ErrorCode, OrderStatus, PurchaseResponse, Sku};
 use uuid::Uuid;
 
-use super::decision::{Attempt, Decision, Outcome, StoredAnswer};
 use super::read::{BatchReads, LockedSku, Prior};
 use super::write::NewRecord;
+use crate::decision::{Attempt, Decision, Outcome, StoredAnswer};
 use crate::store::StoreError;
 
 /// What [`decide`] decided.

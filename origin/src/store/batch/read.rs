@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, SubsecRound, Utc};
 use shared::{Closed, Schedule, Sku};
 
-use super::decision::StoredAnswer;
+use crate::decision::StoredAnswer;
 use crate::store::{SaleState, StoreError, catalogue};
 
 pub(super) struct LockedSku {

@@ -1,11 +1,10 @@
-//! What goes into a purchase batch and what comes out of it: the [`Attempt`]s, in; one
-//! [`Decision`] per attempt (its [`StoredAnswer`] byte for byte as stored and replayed, and its
-//! [`Outcome`]) and the [`BatchResult`], out — carried unchanged to the purchase path's answer
-//! (`purchase::Answer`). [`BatchMode`] says what the batch may do.
+//! The purchase path's vocabulary: an [`Attempt`] (parsed and authenticated at the boundary),
+//! and how it was decided — one [`Decision`] per attempt, carrying its [`StoredAnswer`] byte for
+//! byte as stored and replayed, and its [`Outcome`]. A leaf: the purchase path (`purchase`, which
+//! re-exports it) speaks it, and so does the transaction that decides (`store::decide_batch`),
+//! without either depending on the other's internals.
 
-use chrono::{DateTime, Utc};
 use shared::{Closed, ErrorCode, IdempotencyKey, Problem, PurchaseRequest, Sku, UserId};
-use uuid::Uuid;
 
 /// One purchase attempt, parsed and authenticated.
 #[derive(Debug, Clone)]
@@ -24,7 +23,7 @@ pub struct StoredAnswer {
 
 impl StoredAnswer {
     /// A refusal: the problem+json of `code`, with `detail`.
-    pub(super) fn refusal(code: ErrorCode, detail: String) -> Self {
+    pub(crate) fn refusal(code: ErrorCode, detail: String) -> Self {
         let p = Problem::new(code, detail);
         Self {
             status: p.status,
@@ -39,7 +38,7 @@ impl StoredAnswer {
     }
 }
 
-/// How one attempt of a batch was decided: the store's typed outcome, carried unchanged to the
+/// How one attempt of a batch was decided, carried unchanged from the transaction to the
 /// purchase path's answer (`purchase::Answer::decided`), which the route writes and counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -75,33 +74,4 @@ impl Outcome {
             Self::Refused(code) => code.as_str(),
         }
     }
-}
-
-/// The result of one committed batch transaction.
-#[derive(Debug)]
-pub struct BatchResult {
-    /// One decision per attempt, in the order given.
-    pub decisions: Vec<Decision>,
-    /// Units left after the batch; `None` when the SKU does not exist.
-    pub remaining: Option<i64>,
-    /// The sale generation the batch decided in; `None` when the SKU does not exist.
-    pub generation: Option<i64>,
-    /// The SKU's return epoch the batch decided in (bumped by every return of units).
-    pub returns: Option<i64>,
-    /// Units sold by this batch.
-    pub units_sold: i64,
-    /// The orders this batch created as holds (a SKU with `hold_secs`), and when they expire.
-    pub holds: Vec<Uuid>,
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-/// Which batches [`decide_batch`] may decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchMode {
-    /// Whatever the SKU's state: the caller holds the SKU's lease (or, in tests, no lock at all).
-    Sell,
-    /// Only if the SKU does not exist — every attempt is then `404 unknown_sku` or a replay —
-    /// without the SKU's lease and without waiting for its row; if it exists, nothing is decided
-    /// ([`StoreError::SkuExists`]) and the caller takes the lease.
-    UnknownSkuOnly,
 }
