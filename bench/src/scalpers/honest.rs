@@ -2,7 +2,8 @@
 //! its jitter, fetches a challenge when the sale asks for a proof of work, solves it as fast as
 //! its browser would (`--honest-hashes-per-sec`), buys with one Idempotency-Key, and retries only
 //! what a real client retries: `503` and `429` after their `Retry-After`, `403 proof_rejected`
-//! with a fresh challenge, `409 not_started` after its `Retry-After`. It stops at `201`,
+//! with a fresh challenge, `409 not_started` (to the purchase or its challenge) after its
+//! `Retry-After`. It stops at `201`,
 //! `409 sold_out` or `409 purchase_limit` (or anything else it does not know how to retry).
 //! Its latency runs from the click to that final answer.
 
@@ -106,6 +107,12 @@ pub(super) async fn shop(ctx: &SaleCtx, browser: &Browser, me: Honest) -> Honest
                     ctx.honest.add(Call::Challenge, &answer);
                     match answer.status {
                         429 | 503 => {
+                            tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
+                            continue;
+                        }
+                        // No purchase challenge before the start (a click a moment early): again
+                        // after its Retry-After, as the sale page does.
+                        409 if answer.is(409, "not_started") => {
                             tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
                             continue;
                         }
