@@ -134,6 +134,32 @@ describe("a retry of a key that bought gets its 201 whatever the defences of new
     assertProblem(await buy(sku, token, unique("k")), 409, "sale_paused");
   });
 
+  test("a key whose answer was lost to the edge's timeout is retried as that attempt: the origin's 201, not the cached sold_out or its spent proof", async () => {
+    // Found by bench scalpers under load: the origin sold the last unit while the edge timed out
+    // (503); the retry of the key met the edge's sold-out shield, or its proof "used before".
+    const sku = await sale({ proof_of_work: { min_bits: 4, max_bits: 8 } }, { stock: 1 });
+    const token = tokenFor(unique("timedout"));
+    const key = unique("k");
+    const proof = await proofFor(sku, token, held.url);
+    const hold = proxy.hold((method, path) => method === "POST" && path === "/v1/purchases");
+    const lost = buy(sku, token, key, { headers: { "flashgate-proof": proof }, edgeUrl: held.url });
+    await hold.arrived;
+    assertProblem(await lost, 503, "unavailable"); // ORIGIN_TIMEOUT_MS: 3 s
+    hold.release();
+    assert.equal((await stack.originSku(sku)).body.stock, 0, "the origin sold it");
+    // The edge learns the sale is sold out.
+    assert.equal((await stack.warmup([sku], undefined, held.url)).status, 200);
+    const late = tokenFor(unique("late"));
+    const lateProof = await proofFor(sku, late, held.url);
+    assertProblem(await buy(sku, late, unique("k"), { headers: { "flashgate-proof": lateProof }, edgeUrl: held.url }), 409, "sold_out");
+    const retry = await buy(sku, token, key, { headers: { "flashgate-proof": proof }, edgeUrl: held.url });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal(retry.headers.get("idempotent-replayed"), "true", "the origin's stored 201");
+    // From then on the edge holds the answer.
+    const calls = await stack.originPurchaseCalls();
+    await assertReplay(retry, await buy(sku, token, key, { edgeUrl: held.url }), calls, "after it");
+  });
+
   test("a key still in flight stays 409 idempotency_in_flight, even with its proof already spent", async () => {
     const sku = await sale({ proof_of_work: { min_bits: 4, max_bits: 8 } });
     const token = tokenFor(unique("inflight"));

@@ -10,6 +10,11 @@
 //!    work: the rate limit is charged (every attempt at a key counts, replays included) and the
 //!    key's answer goes back. Nothing else is looked at or spent: not the proof, not the pass,
 //!    the network bound or the schedule, whose verdicts the worker sends along.
+//!    A key **in doubt** (its last attempt got no answer the edge could trust: the origin timed
+//!    out or failed, and may have decided it) is the same attempt again: it goes on as new work,
+//!    but the proof of work that attempt spent is still its own, and the shields below are
+//!    skipped — the origin replays what it decided or decides it now, where a cached `sold_out`
+//!    would tell a key whose unit was sold while the edge timed out that it bought nothing.
 //! 2. New work only from here. A refusal by the worker's checks that guard new work — the
 //!    waiting room's pass, `not_started` / `sale_paused`, the proof of work's format and
 //!    binding, the network's bound (`BeginRequest::new_work_refused`) — is [`Verdict::Refused`]:
@@ -82,12 +87,13 @@ pub enum RecordChange {
 }
 
 impl RecordChange {
-    /// Whether the change stores a completed answer (the alarm must then be armed).
-    pub fn stores_done(&self) -> bool {
+    /// Whether the change keeps a record until the purge (a completed answer, or a key in doubt):
+    /// the alarm must then be armed.
+    pub fn kept(&self) -> bool {
         matches!(
             self,
             Self::Put(Record {
-                state: State::Done { .. },
+                state: State::Done { .. } | State::InDoubt { .. },
                 ..
             })
         )
@@ -151,17 +157,20 @@ pub fn begin(
     now_ms: i64,
     next_attempt: i64,
 ) -> (BeginReply, Effects) {
-    // 1. The key: decided, in flight or reused answers before anything that guards new work.
-    let keyed = match idempotency::lookup(
+    // 1. The key: decided, in flight or reused answers before anything that guards new work. A
+    // key in doubt (its last attempt got no answer to trust) is retried as that attempt: the
+    // proof it spent is its own, and the origin decides, not the cached facts' guesses.
+    let (keyed, in_doubt) = match idempotency::lookup(
         snap.record.as_ref(),
         &req.fingerprint,
         now_ms,
         req.in_flight_timeout_ms,
     ) {
-        Lookup::Replay { status, body } => Some(Verdict::Replay { status, body }),
-        Lookup::InFlight => Some(Verdict::InFlight),
-        Lookup::Reused => Some(Verdict::Reused),
-        Lookup::Proceed => None,
+        Lookup::Replay { status, body } => (Some(Verdict::Replay { status, body }), None),
+        Lookup::InFlight => (Some(Verdict::InFlight), None),
+        Lookup::Reused => (Some(Verdict::Reused), None),
+        Lookup::Retry { proof } => (None, Some(proof)),
+        Lookup::Proceed => (None, None),
     };
     if let Some(verdict) = keyed {
         let (rate, new_tat_us) = limit(policy, snap.tat_us, now_ms);
@@ -176,9 +185,12 @@ pub fn begin(
         };
         return (BeginReply { rate, verdict }, effects);
     }
+    let own_proof = in_doubt.as_ref().is_some_and(|spent| {
+        spent.is_some() && spent.as_deref() == req.proof.as_ref().map(|p| p.id.as_str())
+    });
     // 2. New work the worker's checks refused: the worker answers; nothing is charged or spent.
     // 3. A spent proof: refused before it costs any rate.
-    if req.new_work_refused || (req.proof.is_some() && snap.proof_spent) {
+    if req.new_work_refused || (req.proof.is_some() && snap.proof_spent && !own_proof) {
         let (rate, _) = limit(policy, snap.tat_us, now_ms);
         let verdict = if req.new_work_refused {
             Verdict::Refused
@@ -209,12 +221,28 @@ pub fn begin(
         spend,
         ..Effects::default()
     };
-    let verdict = match ended(req, now_ms) {
+    let shielded = if in_doubt.is_some() {
+        None
+    } else {
+        ended(req, now_ms)
+    };
+    let verdict = match shielded {
         Some(closed) => {
             let problem = closed.problem();
             Verdict::Answered {
                 status: problem.status,
                 body: problem.to_json(),
+            }
+        }
+        None if in_doubt.is_some() => {
+            effects.record = RecordChange::Put(Record {
+                fingerprint: req.fingerprint.clone(),
+                attempt: next_attempt,
+                state: State::InFlight,
+                updated_ms: now_ms,
+            });
+            Verdict::Proceed {
+                attempt: next_attempt,
             }
         }
         None => match shield::decide(
@@ -282,6 +310,19 @@ pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (Fin
                 },
             )
         }
+        Disposition::Doubt => (
+            FinishReply { stored: false },
+            Effects {
+                record: RecordChange::Put(Record {
+                    state: State::InDoubt {
+                        proof: req.proof.clone(),
+                    },
+                    updated_ms: now_ms,
+                    ..record.clone()
+                }),
+                ..Effects::default()
+            },
+        ),
         Disposition::Release => (
             FinishReply { stored: false },
             Effects {

@@ -1422,6 +1422,7 @@ fn gate_finish_stores_only_what_the_contract_stores() {
                 qty,
                 status,
                 body: body.clone(),
+                proof: (attempt % 3 == 0).then(|| "c0ffee".to_owned()),
             };
             let (reply, effects) = gate::finish(record.as_ref(), &req, now);
             let applies = idempotency::finish_applies(record.as_ref(), attempt);
@@ -1431,10 +1432,29 @@ fn gate_finish_stores_only_what_the_contract_stores() {
             let want_store = status == 201
                 || code.is_some_and(|c| c.is_stored_outcome() && c.status() == status);
             prop_assert_eq!(store, want_store);
+            // No answer to trust (a 5xx the origin did not store): the key stays, in doubt.
+            let doubt = !store && status >= 500;
             if !applies {
                 prop_assert_eq!(&effects.record, &RecordChange::Keep);
             } else if store {
-                prop_assert!(effects.record.stores_done());
+                let done = matches!(
+                    &effects.record,
+                    RecordChange::Put(Record {
+                        state: State::Done { .. },
+                        ..
+                    })
+                );
+                prop_assert!(done);
+            } else if doubt {
+                let RecordChange::Put(Record {
+                    state: State::InDoubt { proof },
+                    ..
+                }) = &effects.record
+                else {
+                    return Err(fail("a 5xx did not leave the key in doubt"));
+                };
+                prop_assert_eq!(proof, &req.proof);
+                prop_assert!(effects.record.kept());
             } else {
                 prop_assert_eq!(&effects.record, &RecordChange::Delete);
             }
@@ -2062,6 +2082,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                 qty: b.qty,
                 status,
                 body,
+                proof: (attempt % 2 == 0).then(|| "c0ffee".to_owned()),
             };
             let text = serde_json::to_string(&f).map_err(fail)?;
             prop_assert_eq!(serde_json::from_str::<FinishRequest>(&text).ok(), Some(f));

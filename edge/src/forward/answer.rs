@@ -22,7 +22,7 @@ pub enum Outcome {
         body: String,
         replayed: bool,
     },
-    /// The origin could not decide (5xx, or a non-problem error): answer this 503, release the key.
+    /// The origin could not decide (5xx, or a non-problem error): answer this 503 and leave the key in doubt.
     Unavailable(Reply),
 }
 
@@ -61,8 +61,9 @@ pub fn unavailable() -> Reply {
 }
 
 /// What the origin's answer to a forwarded purchase comes to, as the user's Durable Object hands
-/// it back to the worker: the status and body the shopper gets (and `finish` stores or releases
-/// the key with), whether the origin replayed it, and the `Retry-After` to pass on.
+/// it back to the worker: the status and body the shopper gets (which `finish` stores with the
+/// key, or releases or leaves in doubt the key on), whether the origin replayed it, and the
+/// `Retry-After` to pass on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forwarded {
     pub status: u16,

@@ -106,6 +106,7 @@ fn finish_req(attempt: i64, status: u16, body: &str) -> FinishRequest {
         qty: 1,
         status,
         body: body.into(),
+        proof: None,
     }
 }
 
@@ -135,7 +136,7 @@ fn a_purchase_round_trip_then_replay() {
         NOW + 5,
     );
     assert!(fin.stored);
-    assert!(e.record.stores_done());
+    assert!(e.record.kept());
     apply(&mut snap, e);
     assert_eq!(snap.bought, 1);
 
@@ -150,15 +151,30 @@ fn a_purchase_round_trip_then_replay() {
 }
 
 #[test]
-fn a_failed_attempt_releases_the_key_and_a_stale_finish_is_ignored() {
+fn a_failed_attempt_leaves_the_key_in_doubt_and_a_stale_finish_is_ignored() {
     let mut snap = Snapshot::default();
     let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
     apply(&mut snap, e);
     let unavailable = Problem::new(ErrorCode::Unavailable, "origin down").to_json();
     let (fin, e) = finish(snap.record.as_ref(), &finish_req(1, 503, &unavailable), NOW);
     assert!(!fin.stored);
+    assert!(e.record.kept(), "purged with the done records");
     apply(&mut snap, e);
-    assert_eq!(snap.record, None);
+    assert!(matches!(
+        snap.record,
+        Some(Record {
+            state: State::InDoubt { proof: None },
+            ..
+        })
+    ));
+    // An answer the origin gave without deciding anything (a 400) releases the key.
+    let mut released = Snapshot::default();
+    let (_, e) = begin(&policy(), &released, &req("f"), NOW, 1);
+    apply(&mut released, e);
+    let bad = Problem::new(ErrorCode::InvalidRequest, "x").to_json();
+    let (_, e) = finish(released.record.as_ref(), &finish_req(1, 400, &bad), NOW);
+    apply(&mut released, e);
+    assert_eq!(released.record, None);
 
     let (again, e) = begin(&policy(), &snap, &req("f"), NOW + 1, 2);
     assert_eq!(again.verdict, Verdict::Proceed { attempt: 2 });
@@ -223,7 +239,7 @@ fn shields_answer_after_the_idempotency_lookup_and_store_nothing() {
     // Counted by the rate limit, but the key stays free: the origin never decided it.
     assert!(e.new_tat_us.is_some());
     assert_eq!(e.record, RecordChange::Keep);
-    assert!(!e.record.stores_done());
+    assert!(!e.record.kept());
     apply(&mut snap, e);
     assert_eq!(snap.record, None);
 
@@ -558,4 +574,86 @@ fn new_work_refused_by_the_worker_is_answered_by_the_worker_and_changes_nothing(
         assert_eq!(e, Effects::default(), "no rate, no spend, no record");
         assert!(matches!(reply.rate, RateOutcome::Allowed { .. }));
     }
+}
+
+/// Issue 35, found by `bench scalpers` under load: the origin sold a unit while the edge timed out
+/// waiting for it; the retry of its key met the edge's cached `sold_out` (and its spent proof)
+/// instead of the origin's replay. A key in doubt is retried as the same attempt.
+#[test]
+fn a_key_in_doubt_is_retried_as_that_attempt_past_the_shields_with_its_own_proof() {
+    let spend = crate::proof::Spend {
+        id: "c0ffee".into(),
+        expires_ms: NOW + 60_000,
+    };
+    let sold_out = SkuFacts {
+        stock_bound: Some(0),
+        ..SkuFacts::default()
+    };
+    let attempt = BeginRequest {
+        proof: Some(spend.clone()),
+        ..req("f")
+    };
+    let mut snap = Snapshot::default();
+    let (_, e) = begin(&policy(), &snap, &attempt, NOW, 1);
+    apply(&mut snap, e);
+    let unavailable = Problem::new(ErrorCode::Unavailable, "timed out").to_json();
+    let mut lost = finish_req(1, 503, &unavailable);
+    lost.proof = Some(spend.id.clone());
+    let (_, e) = finish(snap.record.as_ref(), &lost, NOW + 3_000);
+    apply(&mut snap, e);
+    snap.proof_spent = true;
+    // The same request again, the sale sold out meanwhile (as the edge's facts say): to the origin.
+    let retry = BeginRequest {
+        facts: sold_out,
+        ..attempt.clone()
+    };
+    let (reply, e) = begin(&policy(), &snap, &retry, NOW + 4_000, 2);
+    assert_eq!(reply.verdict, Verdict::Proceed { attempt: 2 });
+    assert!(matches!(
+        e.record,
+        RecordChange::Put(Record {
+            state: State::InFlight,
+            attempt: 2,
+            ..
+        })
+    ));
+    // …but not with another spent proof, not refused new work, not another request.
+    let other = BeginRequest {
+        proof: Some(crate::proof::Spend {
+            id: "beef".into(),
+            ..spend
+        }),
+        ..retry.clone()
+    };
+    let (reply, _) = begin(&policy(), &snap, &other, NOW + 4_000, 3);
+    assert_eq!(reply.verdict, Verdict::ProofSpent);
+    let refused = BeginRequest {
+        new_work_refused: true,
+        ..retry.clone()
+    };
+    let (reply, _) = begin(&policy(), &snap, &refused, NOW + 4_000, 4);
+    assert_eq!(reply.verdict, Verdict::Refused);
+    let (reply, _) = begin(
+        &policy(),
+        &snap,
+        &BeginRequest {
+            fingerprint: "g".into(),
+            ..retry
+        },
+        NOW,
+        5,
+    );
+    assert_eq!(reply.verdict, Verdict::Reused);
+    // A new key of the same shopper still meets the shield.
+    let fresh = BeginRequest {
+        key: "k2".into(),
+        proof: None,
+        facts: sold_out,
+        ..req("h")
+    };
+    let (reply, _) = begin(&policy(), &Snapshot::default(), &fresh, NOW, 6);
+    assert!(matches!(
+        reply.verdict,
+        Verdict::Answered { status: 409, .. }
+    ));
 }
