@@ -16,7 +16,9 @@
 //!   given up: none of its accounts tries again, and their queued solves are dropped;
 //! - `429 rate_limited` is honoured (an earlier try is refused again and burns a proof);
 //! - `503` is retried after at most 200 ms, `409 not_started` at the start, a transport error
-//!   after 100 ms; `409 sold_out` stops the whole farm.
+//!   after 100 ms — with the same key and proof (the edge takes it as that same attempt), even
+//!   once the network is given up, to learn whether it bought; `409 sold_out` stops the whole
+//!   farm.
 //!
 //! A **stockpiling** farm (`--farm-stockpile N`, issue 35) also has `N` of its accounts fetch a
 //! challenge each in the quiet seconds before the start, paced so the price stays low, and solve
@@ -137,7 +139,11 @@ pub(super) async fn account(
     // A key is kept across a 503 or a dropped connection, as the contract asks (the origin may
     // have decided it: the retry replays the answer); every other answer takes a new one.
     let mut key = uuid::Uuid::new_v4().to_string();
-    while Instant::now() < ctx.deadline && !farm.stopped(&me) {
+    // The last attempt got no answer (503, dropped connection): the origin may have sold it, so
+    // the account retries it — with the same key and proof, which the edge takes as that same
+    // attempt — to learn its answer, even once its network is given up.
+    let mut in_doubt = false;
+    while Instant::now() < ctx.deadline && (in_doubt || !farm.stopped(&me)) {
         if ctx.defended && proof.is_none() {
             farm.challenges.fetch_add(1, Ordering::Relaxed);
             match client::challenge(&me.client, &ctx.edge, &ctx.sku, &me.token).await {
@@ -184,14 +190,26 @@ pub(super) async fn account(
         )
         .await;
         ctx.farm.add(Call::Purchase, &answer);
-        if !matches!(answer.status, 0 | 503) {
+        // In doubt until an answer settles the key (a 201 or the origin's refusal); meanwhile a
+        // refusal of new work (the network's bound, its proof) leaves the key as it is.
+        let settles = answer.status == 201
+            || answer.is(409, "sold_out")
+            || answer.is(409, "purchase_limit")
+            || matches!(answer.status, 404 | 422);
+        if matches!(answer.status, 0 | 503) {
+            in_doubt = true;
+        } else if settles {
+            in_doubt = false;
+        }
+        if !in_doubt {
             key = uuid::Uuid::new_v4().to_string();
         }
-        // Refusals decided before the shopper's gate leave the proof unspent.
+        // Refusals decided before the shopper's gate leave the proof unspent; after a 503 it is
+        // still the attempt's own, for its retry.
         let unspent = answer.is(429, "network_limit")
             || answer.is(409, "not_started")
             || answer.status == 428
-            || answer.status == 0;
+            || matches!(answer.status, 0 | 503);
         if !unspent {
             proof = None;
         }
@@ -236,10 +254,12 @@ pub(super) async fn account(
                 tokio::time::sleep(wait.min(Duration::from_millis(200))).await;
             }
             0 => tokio::time::sleep(Duration::from_millis(100)).await,
-            // A proof refused (spent, expired): a fresh one next time round; an attempt in
-            // flight under another key: a new key next time round.
+            // A proof refused (spent, expired): a fresh one next time round. A key still in
+            // flight: again shortly (in doubt: the same key; else a new one).
             403 if answer.is(403, "proof_rejected") => {}
-            409 if answer.is(409, "idempotency_in_flight") => {}
+            409 if answer.is(409, "idempotency_in_flight") => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             428 => {}
             _ => return,
         }

@@ -148,6 +148,11 @@ pub(super) async fn shop(ctx: &SaleCtx, browser: &Browser, me: Honest) -> Honest
             429 | 503 => {
                 tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
             }
+            // The same key is still being decided (an earlier try the client gave up on): check
+            // again in a second, as the sale page does.
+            409 if answer.is(409, "idempotency_in_flight") => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
             // A transport error: the page would try again a moment later.
             0 => tokio::time::sleep(Duration::from_secs(1)).await,
             _ => return end(out, &answer),
