@@ -7,6 +7,10 @@
 #       -e EDGE_SHARED_SECRET=... -e ADMIN_TOKEN=... flashgate/origin
 #   docker run --rm -e DATABASE_URL=... flashgate/origin reconcile    # check the books
 #
+# Secrets may come from files instead of the environment (NAME_FILE, e.g. Docker or Kubernetes
+# secrets mounted under /run/secrets): -e EDGE_SHARED_SECRET_FILE=/run/secrets/edge_shared_secret
+# (every secret: docs/configuration.md).
+#
 # docker-compose.yml builds it for origin-1 and origin-2. Configuration:
 # docs/configuration.md; migrations are compiled into the binary and applied at startup
 # unless RUN_MIGRATIONS=false.

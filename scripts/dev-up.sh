@@ -14,6 +14,7 @@
 #     purchase through the edge, printed and saved to .local/demo-purchase.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/rust-toolchain.sh
 bash scripts/services.sh
 
 state=.local

@@ -15,10 +15,15 @@
 #
 # Outputs: edge/build/index.js + index_bg.wasm and edge/build/wrangler.toml, a
 # copy of the root config without [build] for `wrangler dev`/tests (starts in ~1.5 s instead of
-# rebuilding twice). Run scripts/edge-toolchain.sh first.
+# rebuilding twice). Run scripts/edge-toolchain.sh first. One build at a time: a second waits for
+# the lock .local/edge-build.lock (scripts/edge-dev.sh copies edge/build/ under the same lock,
+# so it never copies a half-written build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+mkdir -p .local
+exec 9>"$ROOT/.local/edge-build.lock"
+flock 9
 MAX_GZIP_BYTES=${EDGE_MAX_GZIP_BYTES:-370000}
 
 log() { printf '[edge-build] %s\n' "$*" >&2; }
@@ -45,14 +50,16 @@ export CARGO_PROFILE_RELEASE_DEBUG=false
 log "worker-build --release"
 (cd edge && "$ROOT/.tools/bin/worker-build" --release)
 
-# A [build]-less copy of wrangler.toml next to the output, for wrangler dev and the tests.
+# A [build]-less copy of wrangler.toml next to the output, for wrangler dev and the tests;
+# replaced whole (a `wrangler dev` reading a half-written config exits: "Missing entry-point").
 awk '
     /^\[build\]/ { skip = 1; next }
     /^\[/ { skip = 0 }
     skip { next }
     /^main = / { print "main = \"index.js\""; next }
     { print }
-' wrangler.toml > edge/build/wrangler.toml
+' wrangler.toml > edge/build/wrangler.toml.tmp
+mv edge/build/wrangler.toml.tmp edge/build/wrangler.toml
 
 if [[ ${1:-} == --wasm-only ]]; then
     exit 0

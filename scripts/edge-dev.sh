@@ -3,6 +3,13 @@
 # (EDGE_PORT to change), in front of the origin at ORIGIN_URL (default http://$LISTEN_ADDR, i.e.
 # the origin scripts/dev-up.sh starts). Used by scripts/dev-up.sh; runs in the foreground.
 #
+# It serves its own copy of the build (.local/edge-dev/build/), not edge/build/: `wrangler dev`
+# reloads whenever the files it serves change, and the tests (scripts/test.sh) rebuild
+# edge/build/ — a reload once deadlocked wrangler's esbuild, wrangler exited and dev-up.sh
+# stopped the whole stack. So the tests can run beside the dev stack (scripts/test-dev-edge.sh
+# proves it); to serve a new build, restart this script (or scripts/dev-up.sh). Durable Object
+# and cache state persist in .local/edge-dev/state/ across restarts.
+#
 # Secrets come from the environment when set (SESSION_SECRET(S), EDGE_SHARED_SECRET(S),
 # ADMIN_TOKEN(S), ROOM_SECRET(S), POW_SECRET(S) — dev-up.sh exports them), else from .dev.vars (copy .dev.vars.example). When the
 # environment sets either form of a secret, both forms are passed (the other one empty = unset), so
@@ -13,9 +20,20 @@ cd "$(dirname "$0")/.."
 bash scripts/edge-toolchain.sh
 bash scripts/edge-build.sh --wasm-only
 
+serve=.local/edge-dev
+(
+    flock 9 # edge-build.sh's lock: not while a build writes edge/build/
+    rm -rf "$serve/build"
+    mkdir -p "$serve/build"
+    for entry in edge/build/* edge/build/.gitignore; do
+        [[ -e $entry ]] && cp -a "$entry" "$serve/build/"
+    done
+) 9>.local/edge-build.lock
+
 args=(
     dev
-    --config edge/build/wrangler.toml
+    --config "$serve/build/wrangler.toml"
+    --persist-to "$serve/state"
     --ip 127.0.0.1
     --port "${EDGE_PORT:-8787}"
     --show-interactive-dev-session=false

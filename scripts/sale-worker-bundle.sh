@@ -4,7 +4,8 @@
 # own v1 solver) by the pinned esbuild into edge/src/sale_page/worker.js, which is committed and
 # embedded in the Worker (include_str!). The bundle cannot drift from the pinned library: --check
 # (run by scripts/test-edge.sh and edge/e2e/browser/sale_worker_bundle.test.mjs) fails when the
-# committed file differs from a fresh bundle.
+# committed file differs from a fresh bundle, or when NOTICE does not name the bundled version
+# with its licence.
 #
 #   bash scripts/sale-worker-bundle.sh           regenerate edge/src/sale_page/worker.js
 #   bash scripts/sale-worker-bundle.sh --check   fail when the committed bundle is stale
@@ -29,6 +30,11 @@ bundle() {
 }
 
 if [[ ${1:-} == --check ]]; then
+    # NOTICE carries the bundled library's licence: it must name the version bundled.
+    if ! grep -qF "altcha-lib $pinned" NOTICE || ! grep -qF "$copyright" NOTICE; then
+        echo "NOTICE does not name altcha-lib $pinned with its licence ($copyright): update it" >&2
+        exit 1
+    fi
     if ! diff -u "$OUT" <(bundle) >&2; then
         echo "$OUT is not a fresh bundle of the driver and altcha-lib $pinned: run bash scripts/sale-worker-bundle.sh" >&2
         exit 1

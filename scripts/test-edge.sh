@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The edge's checks: native policy tests, the offline worker build with its size gate, then the
-# end-to-end suite — the BUILT worker in workerd (wrangler dev on a free port, fresh state) in
+# The edge's checks: native policy tests, the offline worker build with its size gate, the dev
+# edge beside a rebuild (scripts/test-dev-edge.sh), then the end-to-end suite — the BUILT worker in workerd (wrangler dev on a free port, fresh state) in
 # front of the REAL origin (fresh Postgres database, Redis on 127.0.0.1:6379) — including the
 # sale page's browser suite (edge/e2e/browser/: Debian's headless chromium, installed by
 # services.sh --test-tools, driven by puppeteer-core; screenshots in $SALE_PAGE_ARTIFACTS).
@@ -21,6 +21,9 @@ cargo test -p edge --locked
 
 echo "== edge: worker build (offline) and upload size gate"
 bash scripts/edge-build.sh
+
+echo "== edge: the dev stack's edge (scripts/edge-dev.sh) survives a rebuild of edge/build/ (scripts/dev-up.sh beside scripts/test.sh)"
+bash scripts/test-dev-edge.sh
 
 echo "== edge: origin binary"
 cargo build -p origin --locked

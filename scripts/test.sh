@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every check and test of Flashgate. This is the command README.md and .ci/run name.
-# It installs or starts what the tests need: OS packages, Postgres and Redis (scripts/services.sh,
-# apt-get on a fresh machine), the wasm target, the edge toolchain, the Python tools.
+# It installs or starts what the tests need: the pinned Rust (scripts/rust-toolchain.sh), OS
+# packages, Postgres and Redis (scripts/services.sh, apt-get on a fresh machine), the wasm target,
+# the edge toolchain, cargo-deny, the Python tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bash scripts/rust-toolchain.sh
 bash scripts/services.sh --test-tools
 # Loopback: no TLS (see .cargo/config.toml).
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
@@ -15,6 +17,12 @@ export SQLX_OFFLINE=true
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== supply chain: licences, bans, sources (cargo-deny against deny.toml, offline)"
+bash scripts/deny.sh
+
+echo "== no import circle between the files or the modules of any crate (xtask/)"
+cargo xtask circles
 
 echo "== SQL checked at compile time: origin/.sqlx/ matches the queries and the migrations"
 bash scripts/sqlx-prepare.sh --check

@@ -212,6 +212,17 @@ async fn check_answered(
     Ok(())
 }
 
+/// The redis-lua baseline's Redis hash of a sale: `stock` (units left) and `max` (the per-user
+/// cap) — written by its server (`serve/redis_lua.rs`), read by [`check_redis_lua`].
+pub(crate) fn sale_key(sku: &str) -> String {
+    format!("lua:{sku}:sale")
+}
+
+/// The redis-lua baseline's Redis hash of the units each user bought of a sale.
+pub(crate) fn users_key(sku: &str) -> String {
+    format!("lua:{sku}:users")
+}
+
 /// Checks the redis-lua baseline's books for one `sku` the run put on sale with `initial` units
 /// and a per-user `cap`, given the order ids answered 201 (see the module docs).
 pub(crate) async fn check_redis_lua(
@@ -222,7 +233,6 @@ pub(crate) async fn check_redis_lua(
     cap: i64,
     order_ids: &[String],
 ) -> anyhow::Result<Invariants> {
-    use crate::serve::redis_lua::{sale_key, users_key};
     let pool = connect(database_url).await?;
     let mut redis = redis::Client::open(redis_url)?
         .get_multiplexed_async_connection()

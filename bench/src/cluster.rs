@@ -21,7 +21,9 @@ pub(crate) enum Server<'a> {
     /// `origin` (the binary at `bin`) over `redis_nodes` Redlock nodes.
     Origin {
         bin: &'a Path,
-        single_flight: bool,
+        /// The baseline: `BATCH_MAX=1`, `LOCK_MAX_HOLD_MS=0` — one lease and one transaction per
+        /// purchase (else the origin's defaults).
+        one_per_lease: bool,
         redis_nodes: usize,
     },
     /// `bench serve-ceiling`: no Redis.
@@ -173,15 +175,17 @@ impl Cluster {
             let log = std::fs::File::create(dir.0.join(format!("origin-{i}.log")))?;
             let mut command = match server {
                 Server::Origin {
-                    bin, single_flight, ..
+                    bin, one_per_lease, ..
                 } => {
                     let mut c = Command::new(bin);
+                    if one_per_lease {
+                        c.env("BATCH_MAX", "1").env("LOCK_MAX_HOLD_MS", "0");
+                    }
                     c.env("DATABASE_URL", &database_url)
                         .env("REDIS_URLS", redis_urls.join(","))
                         .env("LISTEN_ADDR", &listen)
                         .env_remove("EDGE_SHARED_SECRETS")
                         .env_remove("ADMIN_TOKENS")
-                        .env("SINGLE_FLIGHT", single_flight.to_string())
                         .env("PAYMENT_WEBHOOK_SECRETS", WEBHOOK_SECRET)
                         // Half the pool (16) for payment deliveries: `bench holds` pays 70 % of
                         // a hot sale's holds by webhook.

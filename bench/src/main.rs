@@ -2,8 +2,8 @@
 //!
 //! `bench run` drives C concurrent shoppers against a running origin or edge; `bench compare`
 //! starts a private cluster per target and runs the same sale against each in one run — the
-//! origin with the combiner (batching + single-flight), the origin with it disabled (one lock +
-//! one transaction per request), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
+//! origin with the combiner (batching + single-flight), the same origin deciding one purchase per
+//! lock and per transaction (`BATCH_MAX=1`), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
 //! ceiling (`serve/ceiling.rs`), with cold and warm connections — and prints them side by side,
 //! each as a share of the ceiling and a ratio to redis-lua. `bench soak` starts the same kind of
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
@@ -30,9 +30,8 @@ mod soak;
 mod targets;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use targets::{Connections, Target};
 
@@ -48,7 +47,7 @@ enum Command {
     /// Run a sale against running targets (origin URLs, or the edge with --session-secret).
     Run {
         #[command(flatten)]
-        sale: SaleArgs,
+        sale: sale::SaleArgs,
         /// Base URLs to spread shoppers over (e.g. two origin replicas).
         #[arg(long = "target", required = true)]
         targets: Vec<String>,
@@ -71,10 +70,11 @@ enum Command {
         admin_url: Option<String>,
     },
     /// Start a private cluster per target and connection mode and run the same sale against
-    /// each: the origin with and without the combiner, the redis-lua baseline, the ceiling.
+    /// each: the origin in batches and one purchase per batch, the redis-lua baseline, the
+    /// ceiling.
     Compare {
         #[command(flatten)]
-        sale: SaleArgs,
+        sale: sale::SaleArgs,
         /// Targets to measure, comma-separated, in this order.
         #[arg(
             long,
@@ -106,7 +106,7 @@ enum Command {
         /// Postgres server URL (a fresh database is created per run).
         #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
         postgres: String,
-        /// Skip the baseline run (the one-lock-per-request origin; other targets still run).
+        /// Skip the baseline run (the origin in batches of one; other targets still run).
         #[arg(long)]
         no_baseline: bool,
         /// Postgres connections per redis-lua process.
@@ -132,47 +132,6 @@ enum Command {
     /// a farm of accounts behind a few /24s (solving on one core): the honest share, the farm's
     /// CPU-seconds per unit, the honest shoppers' added latency; fails on an oversell or a 5xx.
     Scalpers(scalpers::ScalpersArgs),
-}
-
-/// The shape of the sale.
-#[derive(Args, Debug, Clone)]
-pub(crate) struct SaleArgs {
-    /// Concurrent shoppers (distinct users).
-    #[arg(long, short = 'c', default_value_t = 1000)]
-    pub(crate) concurrency: usize,
-    /// Units on sale.
-    #[arg(long, default_value_t = 20_000)]
-    pub(crate) stock: i64,
-    /// Per-user cap.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) max_per_user: i64,
-    /// Stop after this long even if not sold out (seconds).
-    #[arg(long, default_value_t = 120)]
-    pub(crate) max_seconds: u64,
-    /// SKU name (default: a fresh one per run).
-    #[arg(long)]
-    pub(crate) sku: Option<String>,
-    /// Where to write the SVG plot(s). The default is out of version control; a run meant for
-    /// the docs passes `--out-dir docs/bench` (see docs/benchmarks.md).
-    #[arg(long, default_value = "target/bench")]
-    pub(crate) out_dir: PathBuf,
-    /// A label for the output files.
-    #[arg(long, default_value = "sale")]
-    pub(crate) label: String,
-    /// Open each shopper's connection when the sale opens (inside the measured latency) instead
-    /// of before it: shoppers normally have the page open, and the edge keeps warm connections
-    /// to the origin.
-    #[arg(long)]
-    pub(crate) cold_connections: bool,
-    /// Also write every request (sent at, latency, status) to `<out-dir>/<label>-<run>.csv`.
-    #[arg(long)]
-    pub(crate) samples_csv: bool,
-}
-
-impl SaleArgs {
-    pub(crate) fn max_duration(&self) -> Duration {
-        Duration::from_secs(self.max_seconds)
-    }
 }
 
 #[tokio::main]
@@ -271,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
                 let server = match target {
                     Target::Combiner | Target::Baseline => cluster::Server::Origin {
                         bin: &origin_bin,
-                        single_flight: target == Target::Combiner,
+                        one_per_lease: target == Target::Baseline,
                         redis_nodes,
                     },
                     Target::RedisLua => cluster::Server::RedisLua {

@@ -1,78 +1,55 @@
-//! What a process holds and uses, read from `/proc` (Linux): resident memory, open file
-//! descriptors and CPU time.
+//! What a process holds and uses, read from `/proc` (Linux) through `procfs`: resident memory,
+//! open file descriptors and CPU time of the benchmark's processes, and the machine's CPU,
+//! memory and load for the reports.
+
+use procfs::Current as _;
+use procfs::process::Process;
+
+fn process(pid: u32) -> Option<Process> {
+    Process::new(i32::try_from(pid).ok()?).ok()
+}
 
 /// Resident set size in bytes (`VmRSS` of `/proc/<pid>/status`); `None` if the process is gone.
 pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    Some(process(pid)?.status().ok()?.vmrss? * 1024)
 }
 
 /// Open file descriptors (entries of `/proc/<pid>/fd`); `None` if the process is gone.
 pub(crate) fn open_fds(pid: u32) -> Option<usize> {
-    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+    process(pid)?.fd_count().ok()
 }
 
 /// One line describing this machine: CPU model, cores, memory.
 pub(crate) fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+    let cpu = procfs::CpuInfo::current()
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
+        .and_then(|info| info.model_name(0).map(str::to_owned))
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mem_gib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let mem_gib =
+        procfs::Meminfo::current().map_or(0.0, |m| m.mem_total as f64 / 1024.0 / 1024.0 / 1024.0);
     format!("{cpu}, {cores} cores, {mem_gib:.0} GiB")
 }
 
 /// The 1-minute load average.
 pub(crate) fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into())
+    procfs::LoadAverage::current().map_or_else(|_| "?".into(), |l| format!("{:.2}", l.one))
 }
-
-/// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`: 100 on every Linux ABI we run on).
-const USER_HZ: f64 = 100.0;
 
 /// CPU time (user + system) the process has used so far, in seconds; `None` if it is gone.
 pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    let mut fields = rest.split_whitespace().skip(11); // field 14 (utime) is the 12th after ')'
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / USER_HZ)
+    let stat = process(pid)?.stat().ok()?;
+    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
 }
 
 /// Processes whose command name (`/proc/<pid>/comm`) is `name`.
 pub(crate) fn pids_named(name: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
     };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
-        })
+    all.filter_map(|p| p.ok())
+        .filter(|p| p.stat().is_ok_and(|stat| stat.comm == name))
+        .filter_map(|p| u32::try_from(p.pid()).ok())
         .collect()
 }
 
@@ -161,6 +138,22 @@ mod tests {
             after = cpu_seconds(std::process::id()).expect("own stat");
         }
         assert!(after - before >= 0.1, "{before} -> {after}");
+    }
+
+    #[test]
+    fn this_process_is_seen_with_its_memory_descriptors_and_name() {
+        let pid = std::process::id();
+        assert!(
+            rss_bytes(pid).is_some_and(|b| b > 1024 * 1024),
+            "{:?}",
+            rss_bytes(pid)
+        );
+        assert!(open_fds(pid).is_some_and(|n| n >= 3), "{:?}", open_fds(pid));
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).expect("comm");
+        assert!(pids_named(comm.trim()).contains(&pid));
+        assert_eq!(rss_bytes(u32::MAX), None, "a process that does not exist");
+        assert!(machine().contains("cores"), "{}", machine());
+        assert!(load_average().parse::<f64>().is_ok(), "{}", load_average());
     }
 
     #[test]

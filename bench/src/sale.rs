@@ -3,23 +3,61 @@
 //! stored) there is no SKU to create and no books: its first `stock` 201s are the sale.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use base64::Engine;
 use hdrhistogram::Histogram;
-use hmac::{Hmac, Mac};
 use indicatif::{ProgressBar, ProgressStyle};
-use sha2::Sha256;
 use shared::SecretRing;
 use shared::signing::{self, SignedParts};
 use tokio::sync::Mutex;
 
-use crate::SaleArgs;
 use crate::books::{self, Generation, Invariants, SkuBooks};
 use crate::procstat::CpuSample;
+
+/// The shape of the sale.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SaleArgs {
+    /// Concurrent shoppers (distinct users).
+    #[arg(long, short = 'c', default_value_t = 1000)]
+    pub(crate) concurrency: usize,
+    /// Units on sale.
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) stock: i64,
+    /// Per-user cap.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) max_per_user: i64,
+    /// Stop after this long even if not sold out (seconds).
+    #[arg(long, default_value_t = 120)]
+    pub(crate) max_seconds: u64,
+    /// SKU name (default: a fresh one per run).
+    #[arg(long)]
+    pub(crate) sku: Option<String>,
+    /// Where to write the SVG plot(s). The default is out of version control; a run meant for
+    /// the docs passes `--out-dir docs/bench` (see docs/benchmarks.md).
+    #[arg(long, default_value = "target/bench")]
+    pub(crate) out_dir: PathBuf,
+    /// A label for the output files.
+    #[arg(long, default_value = "sale")]
+    pub(crate) label: String,
+    /// Open each shopper's connection when the sale opens (inside the measured latency) instead
+    /// of before it: shoppers normally have the page open, and the edge keeps warm connections
+    /// to the origin.
+    #[arg(long)]
+    pub(crate) cold_connections: bool,
+    /// Also write every request (sent at, latency, status) to `<out-dir>/<label>-<run>.csv`.
+    #[arg(long)]
+    pub(crate) samples_csv: bool,
+}
+
+impl SaleArgs {
+    pub(crate) fn max_duration(&self) -> Duration {
+        Duration::from_secs(self.max_seconds)
+    }
+}
 
 /// Where a sale runs: the shoppers' targets, the admin API, and the database to check.
 #[derive(Debug, Clone, Copy)]
@@ -113,24 +151,12 @@ struct Shared {
     bar: ProgressBar,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// An HS256 session token for `user`, valid for an hour.
+/// An HS256 session token for `user`, valid for an hour (signed by the edge's own signer).
 pub(crate) fn mint_token(secret: &str, user: &str) -> String {
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let header = b64.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let claims = b64.encode(serde_json::json!({"sub": user, "exp": now_unix() + 3600}).to_string());
-    let signing_input = format!("{header}.{claims}");
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
-        .unwrap_or_else(|_| unreachable!("any key length"));
-    mac.update(signing_input.as_bytes());
-    format!(
-        "{signing_input}.{}",
-        b64.encode(mac.finalize().into_bytes())
+    let exp = shared::Timestamp::now().unix_secs() + 3600;
+    edge::jwt::sign_hs256(
+        &serde_json::json!({"sub": user, "exp": exp}),
+        secret.as_bytes(),
     )
 }
 
@@ -384,7 +410,7 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                     };
                     req = req.header("flashgate-user", &user).header(
                         "flashgate-signature",
-                        signing::sign(ring, now_unix(), &parts),
+                        signing::sign(ring, shared::Timestamp::now().unix_secs(), &parts),
                     );
                 }
                 (Auth::Session(_), None) => return,
@@ -437,15 +463,15 @@ async fn shopper(s: Arc<Shared>, i: usize) {
                     break;
                 }
                 201 => {
-                    if let Some(id) = json["order_id"].as_str() {
-                        if s.order_ids.lock().await.insert(id.to_owned()) {
-                            s.sold.fetch_add(1, Ordering::Relaxed);
-                            s.bar.inc(1);
-                            s.last_201_micros.fetch_max(
-                                u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
-                                Ordering::Relaxed,
-                            );
-                        }
+                    if let Some(id) = json["order_id"].as_str()
+                        && s.order_ids.lock().await.insert(id.to_owned())
+                    {
+                        s.sold.fetch_add(1, Ordering::Relaxed);
+                        s.bar.inc(1);
+                        s.last_201_micros.fetch_max(
+                            u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
+                            Ordering::Relaxed,
+                        );
                     }
                     break; // next unit, fresh key
                 }
@@ -466,6 +492,25 @@ async fn shopper(s: Arc<Shared>, i: usize) {
 mod tests {
     use super::*;
     use crate::serve;
+
+    #[test]
+    fn minted_tokens_are_what_the_edge_accepts_for_an_hour() {
+        let secret = "bench-session-secret-0123456789";
+        let now = shared::Timestamp::now().unix_secs();
+        let claims = edge::jwt::verify_hs256(
+            &mint_token(secret, "shopper-7"),
+            &SecretRing::single(secret),
+            &edge::jwt::TokenRules::default(),
+            now,
+        )
+        .expect("the edge accepts it");
+        assert_eq!(claims.sub.as_str(), "shopper-7");
+        assert!(
+            (now + 3599..=now + 3601).contains(&claims.exp),
+            "{}",
+            claims.exp
+        );
+    }
 
     /// A sale of `stock` units by `shoppers` against an in-process ceiling.
     async fn ceiling_sale(stock: i64, shoppers: usize) -> SaleResult {

@@ -147,12 +147,6 @@ struct Soak {
     restock_errors: AtomicU64,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -237,7 +231,7 @@ impl Soak {
             body: body.as_bytes(),
         };
         let ring = shared::SecretRing::single(cluster::EDGE_SECRET);
-        let signature = signing::sign(&ring, now_unix(), &parts);
+        let signature = signing::sign(&ring, shared::Timestamp::now().unix_secs(), &parts);
         let t0 = Instant::now();
         let sent = self
             .client
@@ -342,7 +336,7 @@ pub(crate) async fn run(args: &SoakArgs, command_line: &str) -> anyhow::Result<b
     let cluster = Cluster::start(
         cluster::Server::Origin {
             bin: &args.origin_bin,
-            single_flight: true,
+            one_per_lease: false,
             redis_nodes: args.redis_nodes,
         },
         &args.postgres,

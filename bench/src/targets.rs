@@ -1,5 +1,5 @@
 //! What `bench compare` measures, parsed once from its command line: the targets (the origin
-//! with and without its combiner, the redis-lua baseline, the HTTP ceiling), the connection modes
+//! in batches and in batches of one, the redis-lua baseline, the HTTP ceiling), the connection modes
 //! (cold: opened when the sale opens; warm: opened before it), and the order of the runs.
 
 use std::fmt;
@@ -7,9 +7,10 @@ use std::fmt;
 /// One kind of server the shoppers buy from, each started in its own private cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub(crate) enum Target {
-    /// The origin with its per-SKU combiner (`SINGLE_FLIGHT=true`).
+    /// The origin with its per-SKU combiner, as configured by default.
     Combiner,
-    /// The origin without it: one Redlock lease and one transaction per request.
+    /// The same origin deciding one purchase per Redlock lease and per transaction
+    /// (`BATCH_MAX=1`, `LOCK_MAX_HOLD_MS=0`): what batching buys.
     Baseline,
     /// `bench serve-redis-lua`: stock in one Redis node behind a Lua check-and-decrement, then a
     /// Postgres transaction per purchase.

@@ -46,8 +46,14 @@ const key = () => unique("key");
 
 describe("routing", () => {
   test("healthz, unknown routes and wrong methods", async () => {
+    const before = Date.now();
     const h = await stack.get("/healthz");
     assert.equal(h.status, 200);
+    // The edge's Date header (http_date: httpdate in the wasm build), an IMF-fixdate on the
+    // edge's clock: the sale page's countdown runs on it.
+    const date = h.headers.get("date");
+    assert.match(date ?? "", /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$/);
+    assert.ok(Math.abs(Date.parse(date) - before) < 5000, `Date ${date} is not now`);
     assertProblem(await stack.get("/nope"), 404, "not_found");
     const wrong = await stack.get("/v1/purchases");
     assertProblem(wrong, 405, "method_not_allowed");

@@ -13,7 +13,6 @@
 //! `curl -H "Authorization: Bearer $(…)"`.
 
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use edge::jwt::{sign_hs256, sign_hs256_kid};
 use shared::{KeyId, UserId};
@@ -65,10 +64,7 @@ fn main() -> ExitCode {
         eprintln!("--sub: {e}");
         return ExitCode::from(2);
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let now = i64::try_from(now).unwrap_or(i64::MAX);
+    let now = shared::Timestamp::now().unix_secs();
     let mut claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now.saturating_add(ttl) });
     for (name, value) in [("iss", iss), ("aud", aud)] {
         if let (Some(value), Some(claims)) = (value, claims.as_object_mut()) {

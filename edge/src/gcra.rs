@@ -9,6 +9,12 @@
 //!
 //! The state lives in the user's Durable Object, which runs one request at a time, so the check
 //! is strongly consistent (not per-location, not eventual).
+//!
+//! Why by hand: rate-limit crates (`governor` and the like) keep their state in process memory
+//! with their own clock, while here the state is one number in Durable Object storage — it must
+//! outlive the object's eviction and be the same for every Worker instance — and the clock is the
+//! Worker's. What is left of GCRA over one stored number is a few lines of integer arithmetic,
+//! and the answer's `RateLimit` fields (remaining, reset) are read off the same TAT.
 
 /// A rate-limit policy: `quota` requests per `window_secs`, named for the `RateLimit` fields.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,13 @@
 //! Key selection (rotation): a header `kid` must name a configured session key, and only that key
 //! is tried; a token without `kid` (issued before key ids were used) is tried against every
 //! configured key, all of them, so timing does not tell which one matched.
+//!
+//! Why by hand, on the `hmac`/`sha2`/`base64` already here for the request signatures: the
+//! general-purpose JWT crates bring RSA and elliptic-curve code and a crypto backend that the
+//! Worker would upload for nothing (its gzip budget, scripts/edge-build.sh), and decide by
+//! themselves what this module must decide narrowly (which algorithms, how much leeway, which key
+//! of a rotation ring by `kid`, the longest lifetime). One algorithm over one MAC is short, and
+//! `jwt/tests.rs` holds it to the matrix above.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

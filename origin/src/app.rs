@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
-use crate::auth::Credentials;
 use crate::hold_queue::HoldQueue;
 use crate::lease::SkuLocks;
 use crate::metrics::Metrics;
@@ -21,7 +20,7 @@ use crate::purchase::expire::HoldExpiry;
 use crate::purchase::knowledge::SaleKnowledge;
 use crate::purchase::runtime::Deciders;
 use crate::purchase::{Context, PurchaseService};
-use crate::routes::{self, AppState, SharedState};
+use crate::routes::{self, AppState, Credentials, SharedState};
 use crate::settings::{HttpSettings, Settings};
 use crate::tls::{self, RedisTls};
 use crate::{server, store, telemetry};

@@ -148,24 +148,22 @@ impl SkuLocks {
     }
 
     /// Runs `work` under `sku`'s lease, taken until `deadline`; see the module docs. The work's
-    /// error tells, through [`LeaseWork`], whether a new lease may help.
+    /// error tells, through [`LeaseWork`], whether a new lease may help; a lease that cannot be
+    /// had is the error's too.
     pub async fn run<T, E, F>(
         &self,
         sku: &Sku,
         deadline: Instant,
         mut work: impl FnMut(SkuLease) -> F,
-    ) -> Result<T, LeaseError<E>>
+    ) -> Result<T, E>
     where
-        E: LeaseWork,
+        E: LeaseWork + From<RedlockError>,
         F: Future<Output = Result<T, E>>,
     {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let held = self
-                .acquire(sku, deadline)
-                .await
-                .map_err(LeaseError::Lock)?;
+            let held = self.acquire(sku, deadline).await?;
             let result = work(held.terms()).await;
             if let Some(e) = result.as_ref().err().and_then(LeaseWork::store_error) {
                 self.settle(&held, e).await;
@@ -176,7 +174,7 @@ impl SkuLocks {
                     if attempts < MAX_ATTEMPTS
                         && Instant::now() < deadline
                         && e.store_error().is_some_and(wants_new_lease) => {}
-                other => return other.map_err(LeaseError::Work),
+                other => return other,
             }
         }
     }
@@ -258,12 +256,6 @@ pub trait LeaseWork {
     fn store_error(&self) -> Option<&StoreError>;
 }
 
-impl LeaseWork for StoreError {
-    fn store_error(&self) -> Option<&StoreError> {
-        Some(self)
-    }
-}
-
 /// Nothing was committed, and a new lease may help: a conflicting transaction (the retry reads
 /// its committed row), a stale fence, a lease that ran short.
 fn wants_new_lease(e: &StoreError) -> bool {
@@ -271,17 +263,6 @@ fn wants_new_lease(e: &StoreError) -> bool {
         e,
         StoreError::Conflict | StoreError::StaleFence { .. } | StoreError::LeaseExpired
     )
-}
-
-/// Why [`SkuLocks::run`] gave up.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseError<E> {
-    /// The lease could not be had by the deadline.
-    #[error("sku lock: {0}")]
-    Lock(#[source] RedlockError),
-    /// The work failed for good (or after its last retry).
-    #[error(transparent)]
-    Work(E),
 }
 
 #[cfg(test)]

@@ -1,18 +1,15 @@
 //! Flashgate origin: decides flash-sale purchase attempts forwarded by the edge — exactly once,
 //! never overselling, with a clear answer.
 //!
-//! The purchase path in one read: [`routes`] (`POST /v1/purchases`) → parse ([`body`], [`auth`],
-//! `shared`) → per-SKU combiner ([`purchase`]) → Redlock lease ([`redlock`]) → one transaction
+//! The purchase path in one read: [`routes`] (`POST /v1/purchases`) → parse ([`body`], `routes`'
+//! extractors, `shared`) → per-SKU combiner ([`purchase`]) → Redlock lease ([`redlock`]) → one transaction
 //! ([`store::decide_batch`]) → answer. The HTTP server itself (connection cap, timeouts) is
 //! `server`.
 
 pub mod app;
-pub mod auth;
 pub mod body;
 pub mod decision;
 pub mod hold_queue;
-#[cfg(test)]
-mod layout;
 pub mod lease;
 pub mod metrics;
 pub mod openapi;

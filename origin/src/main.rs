@@ -1,4 +1,5 @@
-//! The `origin` binary. Its settings come from the environment only (docs/configuration.md).
+//! The `origin` binary. Its settings come from the environment only, its secrets also from files
+//! named by `NAME_FILE` variables (docs/configuration.md).
 //!
 //! - `origin` (or `origin serve`) — read settings from the environment, serve until
 //!   SIGTERM/Ctrl-C.

@@ -30,7 +30,7 @@ use webhook::WebhookSecrets;
 use checks::{check_breaker, check_http, check_redis_tls, database, listener_tls, redis_urls};
 use declared::{Environment, ReconcileEnvironment};
 
-pub use env::configuration_table;
+pub use env::{SECRET_FILES, configuration_table};
 pub use error::SettingsError;
 pub use sections::{
     BreakerSettings, DatabaseTls, DatabaseTlsSettings, HttpSettings, ListenerTls,

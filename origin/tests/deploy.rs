@@ -600,12 +600,7 @@ fn metric_check_rejects_typos_wrong_suffixes_and_labels() {
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-        .try_into()
-        .expect("time fits i64")
+    shared::Timestamp::now().unix_secs()
 }
 
 #[sqlx::test(migrations = "./migrations")]

@@ -1,6 +1,8 @@
 //! An instant on the wire ([`Timestamp`]): an RFC 3339 date-time, parsed once at the boundary
 //! and kept as unix milliseconds; the instants of a sale's schedule (`crate::schedule`) and of
-//! the problems that answer a closed sale (`crate::problem`). No clock here.
+//! the problems that answer a closed sale (`crate::problem`). The host's clock is read in one
+//! place, [`Timestamp::now`] (not on wasm32, whose std has no clock: the worker reads
+//! `Date::now()`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -59,6 +61,20 @@ impl Timestamp {
 
     pub const fn unix_ms(self) -> i64 {
         self.0
+    }
+
+    /// Whole seconds since the epoch (what signatures and tokens carry).
+    pub const fn unix_secs(self) -> i64 {
+        self.0 / 1000
+    }
+
+    /// Now, by this machine's clock: the epoch when it reads before 1970.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn now() -> Self {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Self(ms.min(MAX_MS))
     }
 
     /// Parses an RFC 3339 date-time (`YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`); digits beyond the
@@ -158,6 +174,18 @@ impl<'de> Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn now_reads_the_clock_in_milliseconds_and_whole_seconds() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970");
+        let now = Timestamp::now();
+        assert!(now.unix_ms() >= i64::try_from(before.as_millis()).expect("fits"));
+        assert!(now.unix_ms() < i64::try_from(before.as_millis()).expect("fits") + 60_000);
+        assert_eq!(now.unix_secs(), now.unix_ms().div_euclid(1000));
+        assert_eq!(Timestamp(1_999).unix_secs(), 1);
+    }
 
     fn ts(s: &str) -> Timestamp {
         Timestamp::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))

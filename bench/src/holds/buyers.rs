@@ -40,12 +40,6 @@ pub(super) struct Shared {
     pub(super) payers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
@@ -101,7 +95,7 @@ pub(super) fn payment_body(n: u64, order: &str) -> Vec<u8> {
         body,
         r#"{{"id":"evt_bench_{}","object":"event","type":"payment_intent.succeeded","created":{},"livemode":false,"data":{{"object":{{"id":"pi_bench_{n}","object":"payment_intent","metadata":{{"order_id":"{order}"}}}}}}}}"#,
         uuid::Uuid::new_v4().simple(),
-        now_unix(),
+        shared::Timestamp::now().unix_secs(),
     );
     body
 }
@@ -128,7 +122,7 @@ pub(super) async fn deliver(
     signer: &Signer,
     body: Vec<u8>,
 ) -> Answer {
-    let signature = signer.sign(now_unix(), &body);
+    let signature = signer.sign(shared::Timestamp::now().unix_secs(), &body);
     let res = client
         .post(url)
         .header("content-type", "application/json")
@@ -180,7 +174,7 @@ pub(super) async fn shopper(s: Arc<Shared>, i: usize) {
                 .header("flashgate-user", &user)
                 .header(
                     "flashgate-signature",
-                    signing::sign(&s.ring, now_unix(), &parts),
+                    signing::sign(&s.ring, shared::Timestamp::now().unix_secs(), &parts),
                 )
                 .body(body.clone());
             let t0 = Instant::now();

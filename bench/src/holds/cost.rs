@@ -183,9 +183,7 @@ async fn buy(
         idempotency_key: &key,
         body: body.as_bytes(),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = shared::Timestamp::now().unix_secs();
     let res = client
         .post(format!("{target}/v1/purchases"))
         .header("idempotency-key", &key)

@@ -20,100 +20,30 @@
 //! `stock`-th 201 over its time) against the sale without holds.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::Args;
 use hdrhistogram::Histogram;
 use shared::SecretRing;
 use tokio::sync::Mutex;
 
+use crate::books;
 use crate::cluster::{self, Cluster, Server};
-use crate::sale::{self, SaleResult};
-use crate::{SaleArgs, books};
+use crate::sale::{self, SaleArgs, SaleResult};
 
+mod args;
 mod buyers;
 mod cost;
 mod report;
 
+pub(crate) use args::HoldsArgs;
 use buyers::{Shared, Signer, shopper};
+use report::HoldsResult;
 
 /// The signing secret the cluster's origins accept (`PAYMENT_WEBHOOK_SECRETS`).
 pub(crate) const WEBHOOK_SECRET: &str = cluster::WEBHOOK_SECRET;
-
-#[derive(Args, Debug)]
-pub(crate) struct HoldsArgs {
-    /// Concurrent shoppers.
-    #[arg(long, short = 'c', default_value_t = 500)]
-    concurrency: usize,
-    /// Units on sale (both sales).
-    #[arg(long, default_value_t = 10_000)]
-    stock: i64,
-    /// `hold_secs` of the SKU of the second sale.
-    #[arg(long, default_value_t = 3)]
-    hold_secs: u64,
-    /// Share of the holds left unpaid (0..1).
-    #[arg(long, default_value_t = 0.3)]
-    abandon: f64,
-    /// A paid hold is paid after a uniform random delay of up to this.
-    #[arg(long, default_value_t = 1000)]
-    pay_within_ms: u64,
-    /// Stop a sale after this long even if not every unit is paid (seconds).
-    #[arg(long, default_value_t = 120)]
-    max_seconds: u64,
-    /// How often the books are sampled during the holds sale.
-    #[arg(long, default_value_t = 100)]
-    sample_ms: u64,
-    /// Origin processes.
-    #[arg(long, default_value_t = 2)]
-    origins: usize,
-    /// Independent Redis nodes.
-    #[arg(long, default_value_t = 3)]
-    redis_nodes: usize,
-    /// The origin binary (build it with `cargo build --release -p origin`).
-    #[arg(long, default_value = "target/release/origin")]
-    origin_bin: PathBuf,
-    /// Holds bought then paid per round of the cost probe (CPU per webhook against CPU per
-    /// purchase, after the sales); 0 skips the probe.
-    #[arg(long, default_value_t = 2000)]
-    probe: usize,
-    /// Rounds of the cost probe (purchases and webhooks alternate).
-    #[arg(long, default_value_t = 2)]
-    probe_rounds: usize,
-    /// Concurrent clients of the cost probe.
-    #[arg(long, default_value_t = 50)]
-    probe_concurrency: usize,
-    /// Postgres server URL (a fresh database is created per run).
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
-    postgres: String,
-}
-
-/// What the holds sale measured.
-#[derive(Debug, Default)]
-struct HoldsResult {
-    elapsed: Duration,
-    created: u64,
-    /// When the `stock`-th 201 came (the first pass over the stock).
-    first_pass_at: Option<Duration>,
-    abandoned: u64,
-    paid: u64,
-    webhooks: u64,
-    webhook_retries: u64,
-    webhook_latency: Option<Histogram<u64>>,
-    purchase_latency: Option<Histogram<u64>>,
-    statuses: BTreeMap<String, u64>,
-    samples: u64,
-    violations: Vec<String>,
-    expired: i64,
-    orders_by_status: BTreeMap<String, i64>,
-    lag_p50: Option<f64>,
-    lag_p99: Option<f64>,
-    lag_max: Option<f64>,
-    metric_lag_p99: Option<f64>,
-}
 
 /// Runs `bench holds`; `Ok(true)` when every check passed.
 pub(crate) async fn run(args: &HoldsArgs, command_line: &str) -> anyhow::Result<bool> {
@@ -124,7 +54,7 @@ pub(crate) async fn run(args: &HoldsArgs, command_line: &str) -> anyhow::Result<
     );
     let server = Server::Origin {
         bin: &args.origin_bin,
-        single_flight: true,
+        one_per_lease: false,
         redis_nodes: args.redis_nodes,
     };
     eprintln!(

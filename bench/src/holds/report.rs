@@ -1,11 +1,36 @@
 //! What `bench holds` prints, and the origins' expiry-lag histogram it reads.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::{HoldsArgs, HoldsResult};
+use super::args::HoldsArgs;
 use crate::sale::SaleResult;
+
+/// What the holds sale measured.
+#[derive(Debug, Default)]
+pub(super) struct HoldsResult {
+    pub(super) elapsed: Duration,
+    pub(super) created: u64,
+    /// When the `stock`-th 201 came (the first pass over the stock).
+    pub(super) first_pass_at: Option<Duration>,
+    pub(super) abandoned: u64,
+    pub(super) paid: u64,
+    pub(super) webhooks: u64,
+    pub(super) webhook_retries: u64,
+    pub(super) webhook_latency: Option<Histogram<u64>>,
+    pub(super) purchase_latency: Option<Histogram<u64>>,
+    pub(super) statuses: BTreeMap<String, u64>,
+    pub(super) samples: u64,
+    pub(super) violations: Vec<String>,
+    pub(super) expired: i64,
+    pub(super) orders_by_status: BTreeMap<String, i64>,
+    pub(super) lag_p50: Option<f64>,
+    pub(super) lag_p99: Option<f64>,
+    pub(super) lag_max: Option<f64>,
+    pub(super) metric_lag_p99: Option<f64>,
+}
 
 /// `origin_hold_expiry_lag_seconds` buckets (upper bound, cumulative count), summed over the
 /// origins; `None` when a target does not export it.

@@ -1,15 +1,31 @@
 //! The HTTP side shared by honest shoppers and the farm: a client bound to one loopback address
 //! (its own connection pool, so its connections are its own: cold unless it opened them before
 //! the start), the two calls a shopper makes — `GET /v1/challenge` and `POST /v1/purchases` — and
-//! the tally of answers by side, call and `status code`.
+//! the tally of answers by side, call and `status code`; and what the two sides share during one
+//! sale ([`SaleCtx`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use edge::proof::Challenge;
+
+/// What honest shoppers and the farm share during one sale.
+#[derive(Debug)]
+pub(super) struct SaleCtx {
+    pub(super) edge: String,
+    pub(super) sku: String,
+    /// The purchase body (`{"sku":…,"qty":1}`).
+    pub(super) body: String,
+    pub(super) start: Instant,
+    /// Nobody starts a request after this.
+    pub(super) deadline: Instant,
+    pub(super) defended: bool,
+    pub(super) honest: Tally,
+    pub(super) farm: Tally,
+}
 
 /// A client whose sockets are bound to `addr` (the edge sees the client in `addr`'s /24).
 pub(super) fn bound_to(addr: Ipv4Addr) -> anyhow::Result<reqwest::Client> {

@@ -32,8 +32,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::client::{self, Answer, Call};
-use super::sale::SaleCtx;
+use super::client::{self, Answer, Call, SaleCtx};
 use super::solver::Solver;
 
 /// One farm account.
@@ -216,10 +215,10 @@ pub(super) async fn account(
         match answer.status {
             201 => {
                 farm.units.fetch_add(1, Ordering::Relaxed);
-                if let Some(id) = answer.body["order_id"].as_str() {
-                    if let Ok(mut ids) = farm.order_ids.lock() {
-                        ids.push(id.to_owned());
-                    }
+                if let Some(id) = answer.body["order_id"].as_str()
+                    && let Ok(mut ids) = farm.order_ids.lock()
+                {
+                    ids.push(id.to_owned());
                 }
                 bought += 1;
                 if bought >= farm.max_per_user {

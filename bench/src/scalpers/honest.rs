@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::sleep_until;
 
-use super::client::{self, Answer, Call};
-use super::sale::SaleCtx;
+use super::client::{self, Answer, Call, SaleCtx};
 use super::solver::{self, Solved, Solver};
 
 /// How an honest shopper's browser is emulated.

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::Connections;
+use super::args::{Defence, FarmPlan};
 use super::honest::HonestOutcome;
-use super::sale::{Defence, FarmPlan};
 use super::solver::SolverStats;
 use crate::books::Invariants;
+use crate::targets::Connections;
 
 /// Everything one sale measured.
 #[derive(Debug)]

@@ -7,57 +7,22 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 
 use super::addresses;
-use super::client::{self, Tally};
+use super::args::{Defence, FarmPlan, HonestSolver, ScalpersArgs};
+use super::client::{self, SaleCtx, Tally};
 use super::farm::{self, Farm, FarmAccount};
 use super::honest::{self, Browser, Honest, HonestOutcome};
 use super::report::SaleOutcome;
 use super::solver::Solver;
 use super::stack::{self, Stack};
-use super::{Connections, HonestSolver, ScalpersArgs};
 use crate::books::{self, Generation, SkuBooks};
+use crate::targets::Connections;
 use crate::{cluster, sale::mint_token};
-
-/// The defences of the defended sale.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Defence {
-    pub(super) min_bits: u8,
-    pub(super) max_bits: u8,
-    pub(super) units: u32,
-    pub(super) window_secs: u32,
-}
-
-/// The farm of one sale: how many of its accounts stockpile a proof before the start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct FarmPlan {
-    pub(super) stockpile: usize,
-}
-
-/// What honest shoppers and the farm share during one sale.
-#[derive(Debug)]
-pub(super) struct SaleCtx {
-    pub(super) edge: String,
-    pub(super) sku: String,
-    /// The purchase body (`{"sku":…,"qty":1}`).
-    pub(super) body: String,
-    pub(super) start: Instant,
-    /// Nobody starts a request after this.
-    pub(super) deadline: Instant,
-    pub(super) defended: bool,
-    pub(super) honest: Tally,
-    pub(super) farm: Tally,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// The honest shoppers' clicks, after the start: uniform in `0..=jitter`, the same for every sale
 /// of a run (`seed`), so each sale meets the same crowd.
@@ -116,7 +81,8 @@ pub(super) async fn run(
     }
 
     // The sale, starting `lead_secs` after the next whole second.
-    let start_ms = (now_ms() / 1_000 + 1 + i64::try_from(args.lead_secs)?) * 1_000;
+    let start_ms =
+        (shared::Timestamp::now().unix_ms() / 1_000 + 1 + i64::try_from(args.lead_secs)?) * 1_000;
     let starts_at = shared::Timestamp::from_unix_ms(start_ms)
         .context("the start is not a valid time")?
         .to_rfc3339();
@@ -190,7 +156,9 @@ pub(super) async fn run(
             0
         },
     );
-    let until_start = Duration::from_millis(u64::try_from((start_ms - now_ms()).max(0))?);
+    let until_start = Duration::from_millis(u64::try_from(
+        (start_ms - shared::Timestamp::now().unix_ms()).max(0),
+    )?);
     anyhow::ensure!(
         until_start > Duration::from_millis(200),
         "the clients took longer than --lead-secs to get ready: raise it"

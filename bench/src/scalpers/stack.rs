@@ -122,7 +122,7 @@ impl Stack {
         }
         let server = Server::Origin {
             bin: origin_bin,
-            single_flight: true,
+            one_per_lease: false,
             redis_nodes,
         };
         let cluster = Cluster::start(server, postgres, 1).await?;
@@ -242,15 +242,15 @@ async fn start_edge(
     let client = reqwest::Client::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) {
-        if let Some(child) = process.child.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                process.stop().await;
-                anyhow::bail!(
-                    "the edge ({:?}) exited with {status}; see {}",
-                    edge.runtime,
-                    dir.join("wrangler.log").display()
-                );
-            }
+        if let Some(child) = process.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            process.stop().await;
+            anyhow::bail!(
+                "the edge ({:?}) exited with {status}; see {}",
+                edge.runtime,
+                dir.join("wrangler.log").display()
+            );
         }
         let ready = client
             .get(format!("{url}/healthz"))

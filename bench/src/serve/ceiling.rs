@@ -50,7 +50,13 @@ async fn purchase(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match super::edge::verify(&headers, &ring, "/v1/purchases", &body, super::now_unix()) {
+    match super::edge::verify(
+        &headers,
+        &ring,
+        "/v1/purchases",
+        &body,
+        shared::Timestamp::now().unix_secs(),
+    ) {
         Ok(_) => super::created(CANNED),
         Err(refused) => refused.into_response(),
     }
@@ -85,7 +91,7 @@ mod tests {
                 .header("idempotency-key", "k-1")
                 .header(
                     "flashgate-signature",
-                    signing::sign(ring, super::super::now_unix(), &parts),
+                    signing::sign(ring, shared::Timestamp::now().unix_secs(), &parts),
                 )
                 .body(body)
                 .send()

@@ -108,13 +108,6 @@ fn problem(code: ErrorCode, detail: impl Into<String>) -> Response {
     res
 }
 
-/// Seconds since the Unix epoch (0 if the clock is before it: every signature is then expired).
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 /// `GET /healthz` and `/readyz`: the process answers (the cluster waits for it, the shoppers
 /// warm their connections with it).
 async fn ok() -> &'static str {

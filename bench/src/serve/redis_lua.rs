@@ -47,6 +47,7 @@ use shared::{
 
 use super::edge::{self, Signed};
 use super::problem;
+use crate::books::{sale_key, users_key};
 
 /// Decides one purchase atomically. KEYS: the sale hash (`stock`, `max`), the users' units hash,
 /// the (user, key) marker. ARGV: user, qty, marker TTL in seconds. Returns `{outcome, stock}`:
@@ -120,16 +121,6 @@ WITH o AS (
 )
 INSERT INTO lua_idempotency (user_id, idempotency_key, sku, qty, status, body, order_id)
 VALUES ($3, $5, $2, $4, 201, $6, $1::uuid)";
-
-/// The Redis hash of a sale: `stock` (units left) and `max` (the per-user cap).
-pub(crate) fn sale_key(sku: &str) -> String {
-    format!("lua:{sku}:sale")
-}
-
-/// The Redis hash of the units each user bought of a sale.
-pub(crate) fn users_key(sku: &str) -> String {
-    format!("lua:{sku}:users")
-}
 
 /// The Redis marker of a (user, key) that bought; the user's length keeps `a:b`+`c` apart from
 /// `a`+`b:c`.
@@ -277,8 +268,13 @@ struct Keys {
 }
 
 async fn decide(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<Response, Failure> {
-    let Signed { user, key } =
-        edge::verify(headers, &app.ring, "/v1/purchases", body, super::now_unix())?;
+    let Signed { user, key } = edge::verify(
+        headers,
+        &app.ring,
+        "/v1/purchases",
+        body,
+        shared::Timestamp::now().unix_secs(),
+    )?;
     let request = PurchaseRequest::from_json(body)?;
     let sku = request.sku.as_str();
     let qty = request.qty.get();
@@ -512,7 +508,7 @@ mod tests {
             .header("idempotency-key", key)
             .header(
                 "flashgate-signature",
-                signing::sign(&ring, super::super::now_unix(), &parts),
+                signing::sign(&ring, shared::Timestamp::now().unix_secs(), &parts),
             )
             .body(body)
             .send()

@@ -140,8 +140,8 @@ async fn expirer(service: OrderService, sku: Sku) {
         let deadline = Instant::now() + service.request_deadline;
         let expired = service
             .locks
-            .run(&sku, deadline, |lease| {
-                service.expiry.expire_due(&sku, lease)
+            .run(&sku, deadline, async |lease| {
+                Ok::<_, OrderError>(service.expiry.expire_due(&sku, lease).await?)
             })
             .await;
         if let Err(e) = expired {

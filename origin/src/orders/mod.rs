@@ -33,7 +33,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::hold_queue::{self, HoldQueue};
-use crate::lease::{LeaseError, LeaseWork, SkuLease, SkuLocks};
+use crate::lease::{LeaseWork, SkuLease, SkuLocks};
 use crate::metrics::Metrics;
 use crate::purchase::expire::HoldExpiry;
 use crate::purchase::knowledge::{LOCAL_TTL, SaleKnowledge};
@@ -65,7 +65,7 @@ pub enum OrderError {
     State { current: OrderStatus },
     /// The SKU's lease cannot be had (503 with `Retry-After`).
     #[error("sku lock: {0}")]
-    Lock(#[source] RedlockError),
+    Lock(#[from] RedlockError),
     /// The order kept changing under the action (503 with `Retry-After`: retry).
     #[error("the order kept changing; retry")]
     KeptChanging,
@@ -93,15 +93,6 @@ impl LeaseWork for OrderError {
         match self {
             Self::Store(e) => Some(e),
             _ => None,
-        }
-    }
-}
-
-impl From<LeaseError<OrderError>> for OrderError {
-    fn from(e: LeaseError<OrderError>) -> Self {
-        match e {
-            LeaseError::Lock(e) => Self::Lock(e),
-            LeaseError::Work(e) => e,
         }
     }
 }

@@ -212,16 +212,19 @@ impl PaymentWebhooks {
         }
     }
 
-    /// Verifies the signature (only then is the body looked at), parses the event and decides
-    /// it (see the module docs).
-    pub async fn receive(
+    /// Verifies the signature (only then is the body looked at) and parses the event.
+    pub fn verify(
         &self,
         signature_header: Option<&str>,
         body: &[u8],
         now_unix: i64,
-    ) -> Result<Delivery, WebhookError> {
+    ) -> Result<PaymentEvent, WebhookError> {
         signature::verify(signature_header, body, &self.secrets, now_unix)?;
-        let event = event::parse(body)?;
+        Ok(event::parse(body)?)
+    }
+
+    /// Decides a verified event (see the module docs).
+    pub async fn receive(&self, event: PaymentEvent) -> Result<Delivery, WebhookError> {
         if let (Intent::Pay, Some(order_id)) = (event.intent, event.order) {
             // The common case, a new payment of a live hold: paid with others in one
             // transaction, without a turn.

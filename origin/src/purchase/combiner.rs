@@ -29,14 +29,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shared::Sku;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::answer::{Answer, BatchRef, Refusal};
 use super::context::{
     Context, MAX_CONFLICT_RETRIES, lock_refusal, log_lock_failure, store_refusal,
 };
-use super::job::Job;
 use super::knowledge::{Sale, SaleKnowledge};
 use super::runtime::Deciders;
 use crate::decision::Attempt;
@@ -68,6 +67,17 @@ enum BatchStep {
     Done { sold_out: bool },
     /// Nothing committed and the jobs are back in the queue; the lease is lost or too short.
     LeaseGone,
+}
+
+/// A purchase attempt queued on its SKU's combiner: built by
+/// [`PurchaseService::submit`](super::PurchaseService::submit) with the attempt's deadline and
+/// the channel its waiting request listens on, answered exactly once by the combiner.
+#[derive(Debug)]
+pub struct Job {
+    pub attempt: Attempt,
+    pub deadline: Instant,
+    /// Where its [`Answer`] goes: the waiting request.
+    pub reply: oneshot::Sender<Answer>,
 }
 
 /// The per-SKU combiners of this process.
@@ -208,7 +218,7 @@ impl Worker {
                 Err(e) => {
                     log_lock_failure(&self.sku, &e);
                     let jobs: Vec<Job> = self.pending.drain(..).collect();
-                    self.ctx.refuse_all(jobs, lock_refusal(&e));
+                    self.refuse_all(jobs, lock_refusal(&e));
                     continue;
                 }
             };
@@ -344,7 +354,7 @@ impl Worker {
                     self.unknown_sku = result.remaining.is_none();
                     let decisions = std::mem::take(&mut result.decisions);
                     for (job, decision) in batch.into_iter().zip(decisions) {
-                        self.ctx.reply(job, Answer::decided(decision, batch_ref));
+                        self.reply(job, Answer::decided(decision, batch_ref));
                     }
                     // After the answers: a sell-out loads the buyers.
                     self.ctx
@@ -362,7 +372,7 @@ impl Worker {
                     return BatchStep::LeaseGone;
                 }
                 Err(e) => {
-                    self.ctx.refuse_all(batch, store_refusal(&e));
+                    self.refuse_all(batch, store_refusal(&e));
                     return BatchStep::Done { sold_out: false };
                 }
             }
@@ -379,7 +389,7 @@ impl Worker {
         match self.ctx.decide_unknown(&self.sku, &attempts).await {
             Ok(Some((result, batch_ref))) => {
                 for (job, decision) in batch.into_iter().zip(result.decisions) {
-                    self.ctx.reply(job, Answer::decided(decision, batch_ref));
+                    self.reply(job, Answer::decided(decision, batch_ref));
                 }
                 true
             }
@@ -390,9 +400,25 @@ impl Worker {
                 false
             }
             Err(e) => {
-                self.ctx.refuse_all(batch, store_refusal(&e));
+                self.refuse_all(batch, store_refusal(&e));
                 true
             }
+        }
+    }
+
+    /// Answers `job` (its waiter may have gone: nothing to do then).
+    fn reply(&self, job: Job, answer: Answer) {
+        self.ctx.metrics.queue_depth.dec();
+        if answer == Answer::Refused(Refusal::Overloaded) {
+            self.ctx.metrics.shed.inc();
+        }
+        let _ = job.reply.send(answer);
+    }
+
+    /// Answers every job with the same refusal.
+    fn refuse_all(&self, jobs: impl IntoIterator<Item = Job>, refusal: Refusal) {
+        for job in jobs {
+            self.reply(job, refusal.into());
         }
     }
 
@@ -411,7 +437,7 @@ impl Worker {
             .drain(..)
             .partition(|j| j.deadline > now && !j.reply.is_closed());
         self.pending = live;
-        self.ctx.refuse_all(dead, Refusal::Overloaded);
+        self.refuse_all(dead, Refusal::Overloaded);
     }
 
     /// Consults what the process knows of the SKU (`fresh`: reads the database even if it
@@ -433,7 +459,7 @@ impl Worker {
             Err(e) => {
                 tracing::warn!(sku = %self.sku, error = %e, "could not read the sku");
                 let jobs: Vec<Job> = self.pending.drain(..).collect();
-                self.ctx.refuse_all(jobs, Refusal::Unavailable);
+                self.refuse_all(jobs, Refusal::Unavailable);
                 return Next::Answered;
             }
         };
@@ -444,7 +470,7 @@ impl Worker {
         self.pending = keep;
         for job in answer {
             self.ctx.metrics.sold_out_fast_path.inc();
-            self.ctx.reply(job, Answer::sold_out_known(&self.sku));
+            self.reply(job, Answer::sold_out_known(&self.sku));
         }
         if self.pending.is_empty() {
             Next::Answered

@@ -2,7 +2,7 @@
 //! knowledge, the settings and the holds' queue and expiry, and the steps of deciding a batch —
 //! the transaction under a SKU's lease (its guard and fence from [`SkuLease`]), the batch's audit
 //! event, and the mapping of store and lock failures to the answers shoppers get. Used by the
-//! per-SKU combiners ([`super::combiner`]) and by the baseline without them ([`super::baseline`]).
+//! per-SKU combiners ([`super::combiner`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,9 +11,8 @@ use shared::Sku;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::answer::{Answer, BatchRef, Refusal};
+use super::answer::{BatchRef, Refusal};
 use super::expire::HoldExpiry;
-use super::job::Job;
 use super::knowledge::SaleKnowledge;
 use crate::decision::Attempt;
 use crate::hold_queue::{self, HoldQueue};
@@ -61,22 +60,6 @@ impl Context {
             settings,
             holds,
             expiry,
-        }
-    }
-
-    pub(super) fn reply(&self, job: Job, answer: Answer) {
-        self.metrics.queue_depth.dec();
-        if answer == Answer::Refused(Refusal::Overloaded) {
-            self.metrics.shed.inc();
-        }
-        // The waiter may have gone (client disconnected); nothing to do then.
-        let _ = job.reply.send(answer);
-    }
-
-    /// Answers every job with the same refusal.
-    pub(super) fn refuse_all(&self, jobs: impl IntoIterator<Item = Job>, refusal: Refusal) {
-        for job in jobs {
-            self.reply(job, refusal.into());
         }
     }
 

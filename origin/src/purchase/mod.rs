@@ -3,20 +3,19 @@
 //! 1. `routes::purchases` reads the body, verifies the edge signature, parses the key and body;
 //! 2. [`PurchaseService::submit`] refuses a duplicate of an attempt still in flight
 //!    ([`inflight`]), answers `sold_out` at once when the process freshly knows the SKU is sold
-//!    out ([`knowledge`]), and queues the attempt on its SKU's combiner ([`combiner`]);
+//!    out ([`knowledge`]), and queues the attempt (a [`Job`](combiner::Job)) on its SKU's
+//!    combiner ([`combiner`]);
 //! 3. the combiner — on the deciders' thread ([`runtime`]) — takes the SKU's Redlock lease
 //!    (`crate::lease`) and decides a batch of attempts in one transaction (`store::decide_batch`)
 //!    — without the lease when the SKU does not exist;
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
 
 mod answer;
-pub mod baseline;
 pub mod combiner;
 pub mod context;
 pub mod due;
 pub mod expire;
 pub mod inflight;
-pub mod job;
 pub mod knowledge;
 pub mod runtime;
 
@@ -28,10 +27,9 @@ use tokio::sync::oneshot;
 pub use crate::decision::{Attempt, Decision, Outcome, StoredAnswer};
 use crate::metrics::Metrics;
 pub use answer::{Answer, BatchRef, Refusal};
-use combiner::Combiners;
+use combiner::{Combiners, Job};
 pub use context::Context;
 use inflight::{Busy, InFlight};
-use job::Job;
 use knowledge::SaleKnowledge;
 use runtime::Deciders;
 
@@ -89,9 +87,6 @@ impl PurchaseService {
             }
         }
         let deadline = Instant::now() + ctx.settings.request_deadline;
-        if !ctx.settings.single_flight {
-            return baseline::decide_alone(ctx, attempt, deadline).await;
-        }
         let (reply, answer) = oneshot::channel();
         if let Err(_full) = self.combiners.submit(Job {
             attempt,

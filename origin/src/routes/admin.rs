@@ -14,18 +14,16 @@
 use std::time::Instant;
 
 use axum::Json;
-use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use shared::{ErrorCode, Sku, SkuPut, SkuView};
+use axum::extract::State;
+use shared::{ErrorCode, ScheduleUpdate, Sku, SkuPut, SkuUpsert, SkuView};
 
 use super::AppState;
+use super::extract::{AdminToken, Checked};
+use super::refusals::SkuPutRefusals;
 use super::skus::store_error;
 use crate::problem::ApiError;
 use crate::purchase::knowledge::LOCAL_TTL;
-use crate::store::CatalogueError;
-use crate::store::SaleState;
-use crate::{auth, body, store};
+use crate::store::{self, CatalogueError, SaleState};
 
 /// Create or replace a SKU's sale, or change its schedule. Earlier orders keep counting toward
 /// `max_per_user`.
@@ -54,50 +52,25 @@ use crate::{auth, body, store};
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
     request_body(content = shared::SkuUpsert, description = "The sale, with optional schedule fields; or a body of schedule fields only (`starts_at`, `ends_at`, `paused`, `waiting_room`, `proof_of_work`, `network_limits`), which changes only the schedule of an existing SKU"),
     security(("admin_token" = [])),
-    responses(
-        (status = 200, body = shared::SkuView),
-        (status = 400, description = "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, `proof_of_work.min_bits` out of 1..=30, `proof_of_work.max_bits` below `min_bits` or above 30, `network_limits.units` (or `.admissions`) out of 1..=1000000, `network_limits.window_secs` out of 1..=86400, `network_limits` with neither bound, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`unknown_sku`: a schedule-only body for a SKU with no sale", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "`unauthorized`: checked before the body is read, so it comes at once", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json"),
-    )
+    responses((status = 200, body = shared::SkuView), SkuPutRefusals)
 )]
 pub(crate) async fn put_sku(
     State(app): State<AppState>,
-    Path(raw): Path<String>,
-    headers: HeaderMap,
-    request: Body,
+    _: AdminToken,
+    Checked(sku, put): Checked<Sku, SkuPut>,
 ) -> Result<Json<SkuView>, ApiError> {
-    // The token first: a caller without it gets its 401 at once, without the server waiting
-    // for (or reading) a body it would refuse anyway.
-    auth::require_admin(&headers, &app.credentials.admin_tokens)?;
-    let bytes = body::read_limited(request).await?;
-    let sku = Sku::parse(&raw)?;
-    let sale = match SkuPut::from_json(&bytes)? {
-        SkuPut::Sale(sale) => sale,
-        SkuPut::Schedule(change) => {
-            // The schedule alone: no new generation, so nothing any process knows of the
-            // stock changes; batches read the schedule under the row lock.
-            return match store::update_schedule(&app.pool, &sku, &change).await {
-                Ok(Some(view)) => {
-                    tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, proof_of_work = ?view.proof_of_work, network_limits = ?view.network_limits, "sku schedule changed");
-                    Ok(Json(view))
-                }
-                Ok(None) => Err(ApiError::new(
-                    ErrorCode::UnknownSku,
-                    format!(
-                        "there is no sale for sku {sku}; PUT the sale (name, price_cents, stock, max_per_user) first"
-                    ),
-                )),
-                Err(e) => Err(admin_store_error(e)),
-            };
-        }
+    let view = match put {
+        SkuPut::Sale(sale) => replace_sale(&app, &sku, &sale).await?,
+        SkuPut::Schedule(change) => change_schedule(&app, &sku, &change).await?,
     };
+    Ok(Json(view))
+}
+
+/// A new sale generation: stored, learnt by this process, and — a restock — answered once every
+/// process sells from it.
+async fn replace_sale(app: &AppState, sku: &Sku, sale: &SkuUpsert) -> Result<SkuView, ApiError> {
     let observed_at = Instant::now();
-    let upserted = store::upsert_sku(&app.pool, &sku, &sale)
+    let upserted = store::upsert_sku(&app.pool, sku, sale)
         .await
         .map_err(admin_store_error)?;
     let (view, generation) = (upserted.view, upserted.generation);
@@ -108,7 +81,7 @@ pub(crate) async fn put_sku(
     };
     app.purchases
         .knowledge()
-        .learn_state(&sku, observed_at, Some(state), &app.pool)
+        .learn_state(sku, observed_at, Some(state), &app.pool)
         .await;
     tracing::info!(sku = %sku, generation, stock = view.stock, max_per_user = view.max_per_user, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, proof_of_work = ?view.proof_of_work, network_limits = ?view.network_limits, "sku sale replaced");
     if generation > 1 && view.stock > 0 {
@@ -116,7 +89,29 @@ pub(crate) async fn put_sku(
         // earlier generation (see the module docs). A new SKU has no earlier generation.
         tokio::time::sleep(LOCAL_TTL).await;
     }
-    Ok(Json(view))
+    Ok(view)
+}
+
+/// The schedule alone: no new generation, so nothing any process knows of the stock changes;
+/// batches read the schedule under the row lock.
+async fn change_schedule(
+    app: &AppState,
+    sku: &Sku,
+    change: &ScheduleUpdate,
+) -> Result<SkuView, ApiError> {
+    match store::update_schedule(&app.pool, sku, change).await {
+        Ok(Some(view)) => {
+            tracing::info!(sku = %sku, starts_at = ?view.starts_at, ends_at = ?view.ends_at, paused = view.paused, waiting_room = ?view.waiting_room, proof_of_work = ?view.proof_of_work, network_limits = ?view.network_limits, "sku schedule changed");
+            Ok(view)
+        }
+        Ok(None) => Err(ApiError::new(
+            ErrorCode::UnknownSku,
+            format!(
+                "there is no sale for sku {sku}; PUT the sale (name, price_cents, stock, max_per_user) first"
+            ),
+        )),
+        Err(e) => Err(admin_store_error(e)),
+    }
 }
 
 /// A store error of the admin PUT: a schedule whose end is not after its start is the admin's

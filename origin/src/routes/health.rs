@@ -21,7 +21,12 @@ pub(crate) async fn healthz() -> &'static str {
 /// `GET /readyz`: 200 only when Postgres and a quorum of Redlock nodes answer.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "Postgres and a lock quorum answer", body = String), (status = 503, description = "`unavailable`", body = shared::Problem, content_type = "application/problem+json")))]
 pub(crate) async fn readyz(State(app): State<AppState>) -> Response {
-    match app.readiness.check(&app.pool, &app.lock).await {
+    readiness_answer(app.readiness.check(&app.pool, &app.lock).await)
+}
+
+/// The answer to a readiness probe: 200, or 503 with the reason.
+fn readiness_answer(probe: Probe) -> Response {
+    match probe {
         Probe::Ready => "ready".into_response(),
         Probe::DatabaseDown => not_ready(
             Problem::new(

@@ -7,6 +7,7 @@
 
 pub(crate) mod admin;
 pub mod envelope;
+mod extract;
 pub mod health;
 pub mod limits;
 pub(crate) mod orders;
@@ -14,6 +15,7 @@ pub(crate) mod payments;
 pub(crate) mod purchases;
 pub mod readiness;
 pub mod reads;
+mod refusals;
 pub(crate) mod skus;
 pub mod state;
 
@@ -26,7 +28,7 @@ use utoipa_axum::routes;
 
 use crate::openapi::{ApiDoc, ServedDoc};
 use crate::problem::ApiError;
-pub use state::{AppState, SharedState};
+pub use state::{AppState, Credentials, SharedState};
 
 /// Every route, each registered once with its OpenAPI description: the axum routes and the
 /// document's paths come from this one list.

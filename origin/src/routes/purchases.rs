@@ -1,19 +1,17 @@
 //! `POST /v1/purchases`: checks in the contract's order — body size, edge signature and user,
-//! Idempotency-Key, body — then hands the attempt to the purchase service.
+//! Idempotency-Key, body: the [`EdgeSigned`] extractor — then hands the attempt to the purchase
+//! service, and writes, counts and audits its answer.
 
-use std::time::Instant;
-
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared::headers::IDEMPOTENT_REPLAYED;
-use shared::{ErrorCode, PurchaseRequest};
 
 use super::AppState;
+use super::extract::{Arrived, EdgeSigned, Purchase};
+use super::refusals::PurchaseRefusals;
 use crate::problem::{ApiError, problem_response};
 use crate::purchase::{Answer, Attempt};
-use crate::{auth, body};
 
 /// Decide a purchase attempt (called by the edge only).
 #[utoipa::path(
@@ -27,26 +25,17 @@ use crate::{auth, body};
     security(("edge_signature" = [])),
     responses(
         (status = 201, description = "Purchased (or `Idempotent-Replayed: true` replay)", body = shared::PurchaseResponse),
-        (status = 400, description = "`invalid_request` or `missing_idempotency_key`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "`bad_signature`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`unknown_sku` (stored with the key)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`sold_out`, `purchase_limit` (stored) or `idempotency_in_flight`; by the sale's schedule, read with the database's clock (never stored): `not_started` (problem member `starts_at`; `Retry-After` = whole seconds to the start, at least 1), `sale_ended` (`ends_at`), `sale_paused` (`Retry-After: 5`)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`payload_too_large`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 431, description = "`headers_too_large`: header fields above `HTTP_MAX_HEADER_BYTES`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable`, with Retry-After", body = shared::Problem, content_type = "application/problem+json"),
+        PurchaseRefusals,
     )
 )]
 pub(crate) async fn create(
     State(app): State<AppState>,
-    headers: HeaderMap,
-    request: Body,
+    Arrived(started): Arrived,
+    signed: Result<EdgeSigned<Purchase>, ApiError>,
 ) -> Response {
-    let started = Instant::now();
     app.metrics.purchase_requests.inc();
-    let response = match decide(&app, &headers, request).await {
-        Ok(res) => res,
+    let response = match signed {
+        Ok(signed) => decide(&app, signed).await,
         Err(e) => {
             app.metrics.count_outcome(e.code().as_str());
             e.into_response()
@@ -58,29 +47,11 @@ pub(crate) async fn create(
     response
 }
 
-async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Response, ApiError> {
-    let bytes = body::read_limited(request).await?;
-    let now = chrono::Utc::now().timestamp();
-    let signed = auth::verify_edge(
-        headers,
-        &app.credentials,
-        "POST",
-        "/v1/purchases",
-        &bytes,
-        now,
-    )?;
-    app.metrics.count_signature(&signed.signature);
-    let user = signed.user;
-    let key = match signed.idempotency_key {
-        None => {
-            return Err(ApiError::new(
-                ErrorCode::MissingIdempotencyKey,
-                "the Idempotency-Key header is required",
-            ));
-        }
-        Some(parsed) => parsed?,
-    };
-    let request = PurchaseRequest::from_json(&bytes)?;
+async fn decide(app: &AppState, signed: EdgeSigned<Purchase>) -> Response {
+    let EdgeSigned {
+        user,
+        request: Purchase { key, request },
+    } = signed;
     // From here on the shopper and the key appear in logs only as pseudonyms. They (two keyed
     // hashes) and the SKU's copy are made only when the audit event will be written.
     let audit = tracing::enabled!(target: "flashgate::audit", tracing::Level::INFO);
@@ -106,12 +77,11 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
                     "purchase not decided"
                 );
             }
-            return Ok(error.into_response());
+            return error.into_response();
         }
         Answer::Fresh { answer, batch, .. } => (answer, false, "batch", Some(batch)),
         Answer::Replayed { answer, batch } => (answer, true, "batch", Some(batch)),
-        // The label predates the in-process knowledge (it was a Redis mark); kept for log queries.
-        Answer::SoldOutKnown(answer) => (answer, false, "sold_out_mark", None),
+        Answer::SoldOutKnown(answer) => (answer, false, "knowledge", None),
     };
     if let Some((sku, who, key_ref)) = &audited {
         tracing::info!(
@@ -139,5 +109,5 @@ async fn decide(app: &AppState, headers: &HeaderMap, request: Body) -> Result<Re
         res.headers_mut()
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
-    Ok(res)
+    res
 }

@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use shared::{ErrorCode, Sku, SkuView};
 
 use super::AppState;
+use super::refusals::SkuGetRefusals;
 use crate::problem::ApiError;
 use crate::store::{self, StoreError};
 
@@ -13,12 +14,7 @@ use crate::store::{self, StoreError};
 #[utoipa::path(
     get, path = "/v1/skus/{sku}", tag = "catalogue",
     params(("sku" = String, Path, description = "1..=64 of [A-Za-z0-9._-]")),
-    responses(
-        (status = 200, body = shared::SkuView),
-        (status = 400, description = "`invalid_request`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable`, with Retry-After: the database, or every one of the `DB_READ_MAX_CONNECTIONS` read slots for `DB_ACQUIRE_TIMEOUT_MS`", body = shared::Problem, content_type = "application/problem+json"),
-    )
+    responses((status = 200, body = shared::SkuView), SkuGetRefusals)
 )]
 pub(crate) async fn get(
     State(app): State<AppState>,

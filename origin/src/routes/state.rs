@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
+use shared::{BearerTokens, SecretRing};
 use sqlx::PgPool;
 
 use super::readiness::Readiness;
 use super::reads::ReadGate;
-use crate::auth::Credentials;
 use crate::metrics::Metrics;
 use crate::openapi::ServedDoc;
 use crate::orders::OrderService;
@@ -34,6 +34,17 @@ impl std::ops::Deref for AppState {
     fn deref(&self) -> &SharedState {
         &self.0
     }
+}
+
+/// The credentials the origin accepts, from the settings.
+#[derive(Debug)]
+pub struct Credentials {
+    /// Keys of the edge's signatures (`EDGE_SHARED_SECRETS` / `EDGE_SHARED_SECRET`).
+    pub edge_secrets: SecretRing,
+    /// `ACCEPT_SIGNATURE_V1`: whether v1 signatures are still accepted.
+    pub accept_signature_v1: bool,
+    /// Admin bearer tokens (`ADMIN_TOKENS` / `ADMIN_TOKEN`).
+    pub admin_tokens: BearerTokens,
 }
 
 /// The parts of [`AppState`].

@@ -6,6 +6,11 @@
 //! are the declared ones. An empty value counts as unset. Errors name the variable, never its
 //! value's secret parts (secrets are plain strings here and cannot fail to parse). The same
 //! declarations render docs/configuration.md's table ([`configuration_table`]).
+//!
+//! Secrets also come from files, the container and Kubernetes convention: for each variable of
+//! [`SECRET_FILES`], `NAME_FILE=/run/secrets/name` gives `NAME` the file's contents (trailing
+//! line breaks removed), so a secret need not sit in the process environment. Setting both
+//! `NAME` and `NAME_FILE` is an error, as is a file that cannot be read or is empty.
 
 use std::error::Error as _;
 use std::fmt::Write as _;
@@ -21,6 +26,50 @@ use super::error::SettingsError;
 static DECLARED: LazyLock<Command> =
     LazyLock::new(|| Environment::augment_args(Command::new("origin")));
 
+/// The secrets the origin reads, each with the variable that may name a file holding it.
+pub const SECRET_FILES: [(&str, &str); 8] = [
+    ("DATABASE_URL", "DATABASE_URL_FILE"),
+    ("REDIS_URLS", "REDIS_URLS_FILE"),
+    ("EDGE_SHARED_SECRETS", "EDGE_SHARED_SECRETS_FILE"),
+    ("EDGE_SHARED_SECRET", "EDGE_SHARED_SECRET_FILE"),
+    ("ADMIN_TOKENS", "ADMIN_TOKENS_FILE"),
+    ("ADMIN_TOKEN", "ADMIN_TOKEN_FILE"),
+    ("PAYMENT_WEBHOOK_SECRETS", "PAYMENT_WEBHOOK_SECRETS_FILE"),
+    ("LOG_HASH_KEY", "LOG_HASH_KEY_FILE"),
+];
+
+/// The value of variable `name` through `get` (empty = unset), or for a secret of
+/// [`SECRET_FILES`] the contents of the file its `…_FILE` variable names.
+fn value_of(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+) -> Result<Option<String>, SettingsError> {
+    let direct = get(name).filter(|v| !v.is_empty());
+    let Some(&(_, file_var)) = SECRET_FILES.iter().find(|(secret, _)| *secret == name) else {
+        return Ok(direct);
+    };
+    let Some(path) = get(file_var).filter(|v| !v.is_empty()) else {
+        return Ok(direct);
+    };
+    let invalid = |reason: String| SettingsError::Invalid {
+        name: file_var,
+        reason,
+    };
+    if direct.is_some() {
+        return Err(invalid(format!(
+            "set either {name} or {file_var}, not both"
+        )));
+    }
+    // The path is not secret; the contents are never shown.
+    let bytes = std::fs::read(&path).map_err(|e| invalid(format!("cannot read {path}: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid(format!("{path} is not UTF-8")))?;
+    let value = text.trim_end_matches(['\n', '\r']);
+    if value.is_empty() {
+        return Err(invalid(format!("{path} is empty")));
+    }
+    Ok(Some(value.to_owned()))
+}
+
 /// Parses the variables `T` declares, reading each through `get`.
 pub(super) fn parse<T: Args + FromArgMatches>(
     get: &impl Fn(&str) -> Option<String>,
@@ -30,13 +79,16 @@ pub(super) fn parse<T: Args + FromArgMatches>(
             .no_binary_name(true)
             .disable_help_flag(true),
     );
-    let argv: Vec<String> = command
-        .get_arguments()
-        .filter_map(|arg| {
-            let value = get(arg.get_env()?.to_str()?).filter(|v| !v.is_empty())?;
-            Some(format!("--{}={value}", arg.get_long()?))
-        })
-        .collect();
+    let mut argv: Vec<String> = Vec::new();
+    for arg in command.get_arguments() {
+        let (Some(name), Some(long)) = (arg.get_env().and_then(|e| e.to_str()), arg.get_long())
+        else {
+            continue;
+        };
+        if let Some(value) = value_of(get, name)? {
+            argv.push(format!("--{long}={value}"));
+        }
+    }
     // The values come from `get` alone, not from what clap read of the process environment.
     let matches = command
         .mut_args(|arg| arg.env(None::<&'static str>))
@@ -112,7 +164,10 @@ pub fn configuration_table() -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
-        let meaning = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        let mut meaning = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        if let Some((_, file_var)) = SECRET_FILES.iter().find(|(secret, _)| *secret == name) {
+            let _ = write!(meaning, ". Or `{file_var}`: a file holding it");
+        }
         let _ = writeln!(table, "| `{name}` | {default} | {meaning} |");
     }
     table

@@ -8,8 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::BoolishValueParser;
-use clap::{ArgAction, Args};
+use clap::Args;
 use secrecy::SecretString;
 
 use super::error::SettingsError;
@@ -223,9 +222,6 @@ pub struct PurchaseSettings {
     /// across processes; 0: after every batch
     #[arg(long, env = "LOCK_MAX_HOLD_MS", default_value = "0", value_parser = values::millis)]
     pub lock_max_hold: Duration,
-    /// `false`: no combiner, one lock + one transaction per request (the benchmark baseline)
-    #[arg(long, env = "SINGLE_FLIGHT", default_value = "true", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
-    pub single_flight: bool,
 }
 
 #[derive(Args)]

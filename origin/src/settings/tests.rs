@@ -5,6 +5,8 @@ use super::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use secrecy::ExposeSecret;
+
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = pairs
         .iter()
@@ -349,7 +351,6 @@ fn values_are_parsed_and_errors_name_the_variable() {
         ("QUEUE_CAPACITY", "0"),
         ("LOCK_TTL_MS", "5000"),
         ("RUN_MIGRATIONS", "No"),
-        ("SINGLE_FLIGHT", "0"),
         ("REDIS_KEY_PREFIX", "shop-a"),
         ("RECONCILE_INTERVAL_SECS", "0"),
         ("LISTEN_ADDR", "0.0.0.0:0"),
@@ -358,7 +359,7 @@ fn values_are_parsed_and_errors_name_the_variable() {
     assert_eq!(s.purchase.batch_max, 1000, "clamped");
     assert_eq!(s.purchase.queue_capacity, 1, "clamped");
     assert_eq!(s.purchase.lock_ttl, Duration::from_secs(5));
-    assert!(!s.run_migrations && !s.purchase.single_flight);
+    assert!(!s.run_migrations);
     assert_eq!(s.redis_key_prefix, "shop-a");
     assert_eq!(s.reconcile_interval, Duration::ZERO);
     for (name, bad, reason) in [
@@ -520,4 +521,140 @@ fn the_https_listener_is_off_by_default_and_its_files_go_together() {
         ("TLS_KEY_FILE", "k.pem"),
     ])
     .expect("two ephemeral ports");
+}
+
+#[test]
+fn every_secret_can_come_from_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, contents: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).expect("write secret file");
+        path.display().to_string()
+    };
+    // What a `docker secret` or a Kubernetes secret volume holds: the value, maybe a line break.
+    let database = file("db", "postgres://app:s3cret@db.internal/flashgate\n");
+    let redis = file(
+        "redis",
+        "redis://:r3dis@10.0.0.1:6379, redis://:r3dis@10.0.0.2:6379\r\n",
+    );
+    let edge = file("edge", "k2:edge-secret-from-file-0123\n\n");
+    let admin = file("admin", " admin token from a file, kept verbatim ");
+    let webhook = file("webhook", "whsec_from_a_file_0123456789");
+    let hash_key = file("hash", "log-hash-key-from-file-01\n");
+    let pairs = [
+        ("DATABASE_URL_FILE", database.as_str()),
+        ("REDIS_URLS_FILE", redis.as_str()),
+        ("EDGE_SHARED_SECRETS_FILE", edge.as_str()),
+        ("ADMIN_TOKEN_FILE", admin.as_str()),
+        ("PAYMENT_WEBHOOK_SECRETS_FILE", webhook.as_str()),
+        ("LOG_HASH_KEY_FILE", hash_key.as_str()),
+    ];
+    let s = Settings::from_lookup(env(&pairs)).expect("secrets from files");
+    assert_eq!(
+        s.database_url.expose_secret(),
+        "postgres://app:s3cret@db.internal/flashgate"
+    );
+    assert_eq!(
+        s.redis_urls,
+        [
+            "redis://:r3dis@10.0.0.1:6379",
+            "redis://:r3dis@10.0.0.2:6379"
+        ]
+    );
+    let (kid, secret) = s.edge_secrets.current();
+    assert_eq!(
+        (kid.as_str(), secret),
+        ("k2", &b"edge-secret-from-file-0123"[..])
+    );
+    assert!(
+        s.admin_tokens
+            .accepts(" admin token from a file, kept verbatim ")
+    );
+    assert_eq!(s.payment_webhook_secrets.map(|w| w.len()), Some(1));
+    assert_eq!(
+        s.log_hash_key
+            .as_ref()
+            .map(|k| k.expose_secret().to_owned()),
+        Some("log-hash-key-from-file-01".to_owned())
+    );
+    // The other forms too, and `origin reconcile`'s and the log settings' readers.
+    let single = file("single", "single-edge-secret-0123\n");
+    let tokens = file("tokens", "admin-token-aaaa-0001,admin-token-bbbb-0002\n");
+    let s = Settings::from_lookup(env(&[
+        ("DATABASE_URL_FILE", database.as_str()),
+        ("REDIS_URLS", "redis://127.0.0.1:6379"),
+        ("EDGE_SHARED_SECRET_FILE", single.as_str()),
+        ("ADMIN_TOKENS_FILE", tokens.as_str()),
+    ]))
+    .expect("single and list forms from files");
+    assert_eq!(s.edge_secrets.current().1, b"single-edge-secret-0123");
+    assert!(s.admin_tokens.accepts("admin-token-bbbb-0002"));
+    let reconcile = ReconcileSettings::from_lookup(env(&[("DATABASE_URL_FILE", &database)]))
+        .expect("reconcile reads the file");
+    assert!(reconcile.database_url.expose_secret().contains("s3cret"));
+    let logging: LogSettings = env::parse(&env(&[("LOG_HASH_KEY_FILE", &hash_key)])).expect("log");
+    assert!(logging.log_hash_key().expect("valid").is_some());
+    // Every secret the origin declares has its file form, and the docs say so.
+    let table = configuration_table();
+    for (secret, file_var) in SECRET_FILES {
+        assert!(
+            table.contains(&format!("| `{secret}` |")),
+            "{secret} is declared"
+        );
+        assert!(
+            table.contains(&format!("`{file_var}`")),
+            "{file_var} is documented"
+        );
+    }
+}
+
+#[test]
+fn secret_files_are_checked_and_their_contents_never_shown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("edge"), "edge-secret-in-a-file-0123").expect("write");
+    std::fs::write(path("empty"), "\n").expect("write");
+    std::fs::write(path("short"), "short\n").expect("write");
+    std::fs::write(path("binary"), [0xff, 0xfe, 0x00]).expect("write");
+    let with_base = |extra: &[(&'static str, String)]| {
+        let mut pairs: Vec<(&str, &str)> = BASE
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "EDGE_SHARED_SECRET")
+            .collect();
+        pairs.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+        Settings::from_lookup(env(&pairs))
+    };
+    let cases: [(&[(&str, String)], &str); 5] = [
+        (
+            &[
+                ("EDGE_SHARED_SECRET", "edge-secret-in-env-0123".to_owned()),
+                ("EDGE_SHARED_SECRET_FILE", path("edge")),
+            ],
+            "not both",
+        ),
+        (
+            &[("EDGE_SHARED_SECRET_FILE", path("missing"))],
+            "cannot read",
+        ),
+        (&[("EDGE_SHARED_SECRET_FILE", path("empty"))], "is empty"),
+        (&[("EDGE_SHARED_SECRET_FILE", path("binary"))], "not UTF-8"),
+        // The value is checked like the variable's (here: too short).
+        (&[("EDGE_SHARED_SECRET_FILE", path("short"))], "at least"),
+    ];
+    for (pairs, why) in cases {
+        let err = with_base(pairs).expect_err(why);
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains(why), "{why}: {shown}");
+        assert!(
+            shown.contains("EDGE_SHARED_SECRET"),
+            "names the variable: {shown}"
+        );
+        for secret in ["edge-secret-in-a-file", "edge-secret-in-env", "short\n"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+    // Only the secrets have a file form: another variable's `…_FILE` is not read.
+    let s = with(&[("BATCH_MAX_FILE", "/nonexistent")]).expect("ignored");
+    assert_eq!(s.purchase.batch_max, 500);
 }

@@ -2,7 +2,7 @@
 
 use sqlx::PgPool;
 
-use crate::helpers::{Purchase, assert_problem, now, spawn_app};
+use crate::helpers::{ADMIN_TOKEN, Caller, Purchase, assert_problem, now, spawn_app};
 
 #[sqlx::test(migrations = "./migrations")]
 async fn bad_input_matrix_is_refused_and_stock_is_unchanged(pool: PgPool) {
@@ -181,4 +181,83 @@ async fn missing_signature_header_is_401(pool: PgPool) {
         .await
         .expect("request");
     assert_problem(res, 401, "bad_signature").await;
+}
+
+/// A request wrong in two ways gets the refusal of the check the contract makes first
+/// (docs/api.md): the order of the extractors in each handler's signature. Swapping two checks
+/// fails here.
+#[sqlx::test(migrations = "./migrations")]
+async fn two_faults_are_refused_by_the_check_the_contract_makes_first(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    app.put_sku("HOT", 10, 10).await;
+    let big = format!(r#"{{"sku":"HOT","qty":1,"pad":"{}"}}"#, "x".repeat(17_000));
+    let ok = || Purchase::new("alice", "key-1", "HOT", 1);
+
+    // Purchases: cap → signature → key → body.
+    let mut p = ok().body(big.clone());
+    p.secret = "some-other-secret-entirely".into();
+    assert_problem(app.send(&p).await, 413, "payload_too_large").await;
+    let mut p = ok();
+    p.secret = "some-other-secret-entirely".into();
+    p.key = None;
+    assert_problem(app.send(&p).await, 401, "bad_signature").await;
+    let mut p = ok().body("{");
+    p.key = None;
+    assert_problem(app.send(&p).await, 400, "missing_idempotency_key").await;
+
+    // The shop's order routes: token → cap → order id → body.
+    let url = |id: &str, action: &str| format!("{}/v1/orders/{id}/{action}", app.base);
+    let post = |url: String, token: Option<&str>, body: String| {
+        let mut req = app.client.post(url).body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let res = post(url("not-a-uuid", "pay"), None, big.clone()).await;
+    assert_problem(res.expect("answer"), 401, "unauthorized").await;
+    let res = post(url("not-a-uuid", "pay"), Some(ADMIN_TOKEN), big.clone()).await;
+    assert_problem(res.expect("answer"), 413, "payload_too_large").await;
+    let res = post(url("not-a-uuid", "refund"), Some(ADMIN_TOKEN), "[".into()).await;
+    let p = assert_problem(res.expect("answer"), 400, "invalid_request").await;
+    assert!(
+        p["detail"].as_str().is_some_and(|d| d.contains("UUID")),
+        "{p}"
+    );
+    let res = post(url(&unknown, "refund"), Some(ADMIN_TOKEN), "[".into()).await;
+    let p = assert_problem(res.expect("answer"), 400, "invalid_request").await;
+    assert!(
+        p["detail"].as_str().is_some_and(|d| !d.contains("UUID")),
+        "{p}"
+    );
+
+    // A shopper's order route: signature → order id.
+    let res = app
+        .client
+        .post(url("not-a-uuid", "cancel"))
+        .header("flashgate-user", "alice")
+        .header("flashgate-signature", "t=1,v1=00")
+        .send()
+        .await;
+    assert_problem(res.expect("answer"), 401, "bad_signature").await;
+    let res = app
+        .order_action("not-a-uuid", "cancel", "", Caller::Shopper("alice"))
+        .await;
+    assert_problem(res, 400, "invalid_request").await;
+
+    // The admin PUT: token → cap → SKU → body.
+    let res = app.put_sku_raw("bad sku", None, big.clone()).await;
+    assert_problem(res, 401, "unauthorized").await;
+    let res = app.put_sku_raw("bad sku", Some(ADMIN_TOKEN), big).await;
+    assert_problem(res, 413, "payload_too_large").await;
+    let res = app
+        .put_sku_raw("bad%20sku", Some(ADMIN_TOKEN), "[".into())
+        .await;
+    let p = assert_problem(res, 400, "invalid_request").await;
+    assert!(
+        p["detail"].as_str().is_some_and(|d| d.contains("sku")),
+        "{p}"
+    );
+    assert_eq!(app.stock("HOT").await, 10);
 }

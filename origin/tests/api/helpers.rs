@@ -105,10 +105,7 @@ pub(crate) async fn joined<T>(
 }
 
 pub(crate) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
+    shared::Timestamp::now().unix_secs()
 }
 
 /// A purchase request as the edge would send it, with knobs to break each part.

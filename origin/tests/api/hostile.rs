@@ -199,9 +199,11 @@ async fn one_key_raced_through_two_skus_on_two_processes_is_decided_once(pool: P
     );
 }
 
+/// The same race when every attempt takes a lease and a transaction of its own (the bench's
+/// `baseline` target: `BATCH_MAX=1`, `LOCK_MAX_HOLD_MS=0`).
 #[sqlx::test(migrations = "./migrations")]
-async fn one_key_raced_through_two_skus_without_single_flight_is_decided_once(pool: PgPool) {
-    let settings = [("SINGLE_FLIGHT", "false")];
+async fn one_key_raced_through_two_skus_in_batches_of_one_is_decided_once(pool: PgPool) {
+    let settings = [("BATCH_MAX", "1"), ("LOCK_MAX_HOLD_MS", "0")];
     let a = Arc::new(spawn_app_with(pool.clone(), &settings).await);
     let b = Arc::new(spawn_app_with(pool.clone(), &settings).await);
     let conflicts = race(&pool, a, b, 15, false).await;

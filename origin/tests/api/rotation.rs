@@ -330,6 +330,79 @@ async fn the_origin_refuses_to_start_with_both_forms_of_a_secret(pool: PgPool) {
     }
 }
 
+/// The container and Kubernetes convention: every secret from a file named by `NAME_FILE`, none
+/// in the process environment; the real binary starts, admits the admin token and verifies the
+/// edge's signature read from those files.
+#[sqlx::test(migrations = "./migrations")]
+async fn the_binary_reads_its_secrets_from_files(pool: PgPool) {
+    let (db, url) = database_of(&pool).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, contents: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).expect("write secret file");
+        path
+    };
+    let port = crate::processes::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_origin"));
+    for secret in [
+        "DATABASE_URL",
+        "REDIS_URLS",
+        "EDGE_SHARED_SECRETS",
+        "EDGE_SHARED_SECRET",
+        "ADMIN_TOKENS",
+        "ADMIN_TOKEN",
+        "LOG_HASH_KEY",
+    ] {
+        cmd.env_remove(secret);
+    }
+    cmd.env(
+        "DATABASE_URL_FILE",
+        file("database_url", format!("{url}\n")),
+    )
+    .env(
+        "REDIS_URLS_FILE",
+        file("redis_urls", "redis://127.0.0.1:6379\n".into()),
+    )
+    .env("EDGE_SHARED_SECRET_FILE", file("edge", format!("{OLD}\n")))
+    .env("ADMIN_TOKEN_FILE", file("admin", format!("{OLD_ADMIN}\n")))
+    .env(
+        "LOG_HASH_KEY_FILE",
+        file("hash", "log-hash-key-in-a-file-0123".into()),
+    )
+    .env("LISTEN_ADDR", format!("127.0.0.1:{port}"))
+    .env("REDIS_KEY_PREFIX", format!("test:{db}"))
+    .env("RUN_MIGRATIONS", "false")
+    .env("RECONCILE_INTERVAL_SECS", "0")
+    .env("RUST_LOG", "warn")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let origin = OriginProcess {
+        child: cmd.spawn().expect("start origin"),
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    origin.wait_ready(Duration::from_secs(30)).await;
+    let client = reqwest::Client::new();
+    let sale = r#"{"name":"Files","price_cents":100,"stock":3,"max_per_user":2}"#;
+    let res = client
+        .put(format!("{}/v1/admin/skus/FILES-1", origin.base))
+        .bearer_auth(OLD_ADMIN)
+        .body(sale)
+        .send()
+        .await
+        .expect("admin put");
+    assert_eq!(res.status(), 200, "the admin token from the file");
+    let res =
+        crate::processes::signed_purchase(&client, &origin.base, OLD, ("ann", "ann-1", "FILES-1"))
+            .send()
+            .await
+            .expect("purchase");
+    assert_eq!(
+        res.status(),
+        201,
+        "signed with the edge secret from the file"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rotation under load
 

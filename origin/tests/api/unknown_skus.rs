@@ -57,12 +57,12 @@ async fn a_sku_created_right_after_being_unknown_sells_normally(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
-async fn without_single_flight_unknown_skus_take_no_lock_either(pool: PgPool) {
+async fn in_batches_of_one_unknown_skus_take_no_lock_either(pool: PgPool) {
     let nodes = RedisNodes::start(3).await;
     let urls = nodes.urls().join(",");
     let app = spawn_app_with(
         pool.clone(),
-        &[("REDIS_URLS", urls.as_str()), ("SINGLE_FLIGHT", "false")],
+        &[("REDIS_URLS", urls.as_str()), ("BATCH_MAX", "1")],
     )
     .await;
     let sizes = dbsizes(&nodes).await;

@@ -32,9 +32,7 @@ pub(crate) async fn database_of(pool: &sqlx::PgPool) -> (String, String) {
 }
 
 fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+    shared::Timestamp::now().unix_secs()
 }
 
 /// A purchase of one unit of `sku`, signed with `secret` as the edge signs it (v2, key id

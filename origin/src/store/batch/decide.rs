@@ -157,9 +157,7 @@ pub(super) fn decide(
 
 /// Milliseconds since the Unix epoch by this process's clock (0 before it).
 fn unix_millis_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    u64::try_from(shared::Timestamp::now().unix_ms()).unwrap_or(0)
 }
 
 /// A new order's id: a UUIDv7 of the batch's millisecond (time-ordered, so a sale's orders go to

@@ -1,13 +1,10 @@
-//! A check on the shape of the workspace's crates, off the request path (tests only):
+//! The import graph of a crate's `src/`, read from its text: which file names which, and which
+//! top-level module names which — and the circles in them (`knots`). `cargo xtask circles`
+//! (`main.rs`) runs it over every crate of the workspace.
 //!
-//! 1. In origin, edge, shared and redlock, the imports form no circle — neither between top-level
-//!    modules (`problem`, `settings`, `store` … below `purchase`, below `routes`, below `app`) nor
-//!    between any two files (`purchase/answer.rs` ↔ `purchase/context.rs`), so every module and
-//!    every file can be read, and moved out, from the bottom up. Each knot fails with a path
-//!    that closes it.
-//! 2. No file of origin, edge, redlock or shared `src/` above [`MAX_LINES`] lines, test files (a
-//!    `#[cfg(test)] mod …;` declaration) aside: a file that grows past it is split along its
-//!    responsibilities in the change that makes it grow.
+//! No circle means every module and every file can be read, and moved out, from the bottom up;
+//! each knot is reported with a path that closes it (`purchase/answer.rs → purchase/context.rs →
+//! purchase/answer.rs`).
 //!
 //! The scan reads the source with comments, strings and character literals blanked out (so a
 //! path in a doc comment, a doc link or a log target is no import). What is an edge from one
@@ -33,10 +30,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The most lines a source file of the service's crates may have (tests in their own files
-/// aside).
-const MAX_LINES: usize = 500;
-
 /// A module path within a crate: `[]` is the crate root, `["purchase", "answer"]`
 /// `purchase::answer`.
 type Module = Vec<String>;
@@ -47,28 +40,28 @@ struct SourceFile {
     /// Relative to the crate's `src/`, with `/` separators: `purchase/answer.rs`.
     path: String,
     module: Module,
-    /// Declared `#[cfg(test)] mod …;`: a test file.
-    test: bool,
-    lines: usize,
     /// The text with comments, strings and character literals blanked out.
     code: String,
 }
 
 /// The files of one crate's `src/` and their imports.
 #[derive(Debug)]
-struct Tree {
+pub(crate) struct Tree {
     files: Vec<SourceFile>,
     by_module: BTreeMap<Module, usize>,
     /// Per file, each name it re-exports (`pub use`) → the file the name comes from.
     reexports: Vec<BTreeMap<String, usize>>,
 }
 
-/// File → the other files its code names (indices into [`Tree::files`]).
-type Graph = BTreeMap<String, BTreeSet<String>>;
+/// File → the other files its code names (by path); or top-level module → the modules it names.
+pub(crate) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 impl Tree {
-    /// Reads every `.rs` file under `src` (the binary root `main.rs` aside).
-    fn read(src: &Path) -> Self {
+    /// Reads every `.rs` file under `src`: the library's (`lib.rs`, and its binary `main.rs` is
+    /// a crate of its own that reaches the library by name) or else the binary's (`main.rs`);
+    /// `src/bin/` holds crates of their own, not read.
+    pub(crate) fn read(src: &Path) -> Self {
+        let library = src.join("lib.rs").exists();
         let mut paths = Vec::new();
         collect_rs(src, &mut paths);
         let files = paths
@@ -83,7 +76,7 @@ impl Tree {
                 let text = std::fs::read_to_string(&path).expect("read source");
                 (rel, text)
             })
-            .filter(|(rel, _)| rel != "main.rs")
+            .filter(|(rel, _)| !(rel.starts_with("bin/") || library && rel == "main.rs"))
             .collect();
         Self::new(files)
     }
@@ -94,8 +87,7 @@ impl Tree {
             .iter()
             .map(|(path, _)| (path.clone(), default_module(path)))
             .collect();
-        let mut tests = BTreeSet::new();
-        // `#[path]` and `#[cfg(test)]` on `mod x;` declarations, read from the raw text.
+        // `#[path]` on `mod x;` declarations, read from the raw text.
         for (path, text) in &files {
             let parent = modules[path].clone();
             let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
@@ -111,10 +103,7 @@ impl Tree {
                     },
                 };
                 if decl.path.is_some() {
-                    modules.insert(child.clone(), module);
-                }
-                if decl.test {
-                    tests.insert(child);
+                    modules.insert(child, module);
                 }
             }
         }
@@ -122,8 +111,6 @@ impl Tree {
             .into_iter()
             .map(|(path, text)| SourceFile {
                 module: modules[&path].clone(),
-                test: tests.contains(&path),
-                lines: text.lines().count(),
                 code: blank_non_code(&text),
                 path,
             })
@@ -263,7 +250,7 @@ impl Tree {
     }
 
     /// Each file (by path) → the files its imports name (see the module docs).
-    fn file_graph(&self) -> Graph {
+    pub(crate) fn file_graph(&self) -> Graph {
         let mut graph = Graph::new();
         for (i, file) in self.files.iter().enumerate() {
             let edges = graph.entry(file.path.clone()).or_default();
@@ -284,7 +271,7 @@ impl Tree {
 
     /// Each top-level module → the other top-level modules its files name (the crate root
     /// aside).
-    fn module_graph(&self) -> Graph {
+    pub(crate) fn module_graph(&self) -> Graph {
         let top = |path: &str| -> Option<String> {
             let file = self.files.iter().find(|f| f.path == path)?;
             file.module.first().cloned()
@@ -303,12 +290,12 @@ impl Tree {
     }
 }
 
-/// The module a file is by its place: `lib.rs` the root, `a/mod.rs` and `a.rs` `a`, `a/b.rs`
+/// The module a file is by its place: `lib.rs` (or a binary's `main.rs`) the root, `a/mod.rs` and `a.rs` `a`, `a/b.rs`
 /// `a::b`.
 fn default_module(path: &str) -> Module {
     let stem = path.strip_suffix(".rs").unwrap_or(path);
     let mut module: Module = stem.split('/').map(str::to_owned).collect();
-    if module.last().is_some_and(|m| m == "mod") || module == ["lib"] {
+    if module.last().is_some_and(|m| m == "mod") || module == ["lib"] || module == ["main"] {
         module.pop();
     }
     module
@@ -346,14 +333,12 @@ fn collect_rs(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// A `mod name;` declaration and the attributes on it that the scan cares about.
+/// A `mod name;` declaration and the attribute on it that the scan cares about.
 #[derive(Debug)]
 struct ModDecl {
     name: String,
     /// `#[path = "…"]`.
     path: Option<String>,
-    /// `#[cfg(test)]`.
-    test: bool,
 }
 
 /// The out-of-line `mod name;` declarations of a file, with the attributes on the lines just
@@ -388,9 +373,6 @@ fn mod_declarations(text: &str) -> Vec<ModDecl> {
                             .to_owned(),
                     )
                 }),
-                test: attributes
-                    .iter()
-                    .any(|a| a.replace(' ', "") == "#[cfg(test)]"),
             });
         }
         attributes.clear();
@@ -712,7 +694,7 @@ fn circle(graph: &Graph) -> Option<Vec<String>> {
 /// Every knot of `graph` (a strongly connected set of two or more nodes: each reaches every
 /// other), each as one circle through it and, when the knot is larger than that circle, the
 /// rest of its nodes: `a → b → a (with c)`.
-fn knots(graph: &Graph) -> Vec<String> {
+pub(crate) fn knots(graph: &Graph) -> Vec<String> {
     let reach = |from: &str| -> BTreeSet<String> {
         let mut seen = BTreeSet::new();
         let mut todo = vec![from.to_owned()];
@@ -761,178 +743,96 @@ fn knots(graph: &Graph) -> Vec<String> {
     found
 }
 
-/// The workspace's directory (origin's parent).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("origin sits in the workspace")
-        .to_path_buf()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The crates whose imports are checked for circles.
-const CHECKED: &[&str] = &["origin", "edge", "shared", "redlock"];
-
-#[test]
-fn no_import_circle_between_modules_or_files() {
-    let mut circles = Vec::new();
-    for name in CHECKED {
-        let tree = Tree::read(&workspace().join(name).join("src"));
-        for knot in knots(&tree.module_graph()) {
-            circles.push(format!("{name}: modules {knot}"));
-        }
-        for knot in knots(&tree.file_graph()) {
-            circles.push(format!("{name}/src: files {knot}"));
-        }
-    }
-    assert!(
-        circles.is_empty(),
-        "import circles:\n{}",
-        circles.join("\n")
-    );
-}
-
-/// The scan sees the real crates' imports (a scan that finds nothing finds no circle either).
-#[test]
-fn the_scan_sees_the_crates_imports() {
-    let read = |name: &str| Tree::read(&workspace().join(name).join("src"));
-    let origin = read("origin");
-    let modules = origin.module_graph();
-    assert!(
-        modules["routes"].contains("purchase"),
-        "the scan sees the modules and their imports: {modules:?}"
-    );
-    let files = origin.file_graph();
-    for (from, to) in [
-        ("purchase/combiner.rs", "purchase/context.rs"),
-        ("purchase/mod.rs", "purchase/baseline.rs"),
-        ("routes/purchases.rs", "purchase/answer.rs"),
-        ("server/conn_tests.rs", "server/conn.rs"),
-    ] {
-        assert!(files[from].contains(to), "{from} → {to}: {:?}", files[from]);
-    }
-    assert!(
-        !files["purchase/mod.rs"].contains("purchase/answer.rs"),
-        "a parent's re-export of its child is structure: {:?}",
-        files["purchase/mod.rs"]
-    );
-    let edge = read("edge").file_graph();
-    assert!(edge["protocol.rs"].contains("config.rs"), "{edge:?}");
-    let shared = read("shared").file_graph();
-    assert!(shared["schedule.rs"].contains("problem.rs"), "{shared:?}");
-    assert!(shared["problem.rs"].contains("timestamp.rs"), "{shared:?}");
-}
-
-#[test]
-fn no_source_file_above_the_line_limit() {
-    let mut over = Vec::new();
-    for name in ["origin", "edge", "redlock", "shared"] {
-        let tree = Tree::read(&workspace().join(name).join("src"));
-        assert!(tree.files.len() > 3, "{name}: the scan reads the files");
-        for file in &tree.files {
-            if file.lines > MAX_LINES && !file.test {
-                over.push(format!("{name}/src/{}: {} lines", file.path, file.lines));
-            }
-        }
-    }
-    assert!(
-        over.is_empty(),
-        "files above {MAX_LINES} lines (split them along their responsibilities):\n{}",
-        over.join("\n")
-    );
-}
-
-#[test]
-fn the_scan_blanks_comments_strings_and_characters() {
-    let text = "use crate::a; // crate::b\n/* crate::c /* nested */ crate::d */ let s = \"crate::e \\\" crate::f\";\n\
+    #[test]
+    fn the_scan_blanks_comments_strings_and_characters() {
+        let text = "use crate::a; // crate::b\n/* crate::c /* nested */ crate::d */ let s = \"crate::e \\\" crate::f\";\n\
                 let r = r#\"crate::g \"# ; let q = '\"'; let e = '\\''; fn f<'x>(v: &'x str) { crate::h::i(); }\n\
                 let raw = r#type; crate::j::k;";
-    let paths: Vec<String> = code_paths(&blank_non_code(text))
-        .into_iter()
-        .map(|p| p.segments.join("::"))
-        .collect();
-    assert_eq!(paths, ["crate::a", "crate::h::i", "crate::j::k"]);
-}
+        let paths: Vec<String> = code_paths(&blank_non_code(text))
+            .into_iter()
+            .map(|p| p.segments.join("::"))
+            .collect();
+        assert_eq!(paths, ["crate::a", "crate::h::i", "crate::j::k"]);
+    }
 
-#[test]
-fn the_scan_reads_use_trees() {
-    let tokens = tokens("crate::{a::X, b, c::{self, d as e}, f::*}");
-    let mut leaves = Vec::new();
-    use_tree(&tokens, &[], &mut leaves);
-    let leaves: Vec<(String, Option<&str>)> = leaves
-        .iter()
-        .map(|(p, n)| (p.join("::"), n.as_deref()))
-        .collect();
-    assert_eq!(
-        leaves,
-        [
-            ("crate::a::X".to_owned(), Some("X")),
-            ("crate::b".to_owned(), Some("b")),
-            ("crate::c".to_owned(), Some("c")),
-            ("crate::c::d".to_owned(), Some("e")),
-            ("crate::f".to_owned(), None),
-        ]
-    );
-}
+    #[test]
+    fn the_scan_reads_use_trees() {
+        let tokens = tokens("crate::{a::X, b, c::{self, d as e}, f::*}");
+        let mut leaves = Vec::new();
+        use_tree(&tokens, &[], &mut leaves);
+        let leaves: Vec<(String, Option<&str>)> = leaves
+            .iter()
+            .map(|(p, n)| (p.join("::"), n.as_deref()))
+            .collect();
+        assert_eq!(
+            leaves,
+            [
+                ("crate::a::X".to_owned(), Some("X")),
+                ("crate::b".to_owned(), Some("b")),
+                ("crate::c".to_owned(), Some("c")),
+                ("crate::c::d".to_owned(), Some("e")),
+                ("crate::f".to_owned(), None),
+            ]
+        );
+    }
 
-/// A small crate with each kind of edge, and the knots the checks find in it.
-#[test]
-fn the_scan_finds_circles_between_files_and_modules() {
-    let file = |path: &str, text: &str| (path.to_owned(), text.to_owned());
-    let tree = Tree::new(vec![
-        file(
-            "lib.rs",
-            "pub mod a;\npub mod b;\npub mod c;\npub use b::Thing;\n",
-        ),
-        // A parent: a re-export (structure), a private use and a path in code (edges).
-        file(
-            "a/mod.rs",
-            "mod x;\nmod y;\nmod z;\n#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;\n\
+    /// A small crate with each kind of edge, and the knots the checks find in it.
+    #[test]
+    fn the_scan_finds_circles_between_files_and_modules() {
+        let file = |path: &str, text: &str| (path.to_owned(), text.to_owned());
+        let tree = Tree::new(vec![
+            file(
+                "lib.rs",
+                "pub mod a;\npub mod b;\npub mod c;\npub use b::Thing;\n",
+            ),
+            // A parent: a re-export (structure), a private use and a path in code (edges).
+            file(
+                "a/mod.rs",
+                "mod x;\nmod y;\nmod z;\n#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;\n\
              pub use x::X;\nuse z::Z;\nfn f() { z::g(); }\n",
-        ),
-        // Uses its sibling y; its inline tests' `super` is itself, `super::super` the parent.
-        file(
-            "a/x.rs",
-            "use super::y::Y;\npub struct X;\n#[cfg(test)]\nmod tests {\n    use super::*;\n    \
+            ),
+            // Uses its sibling y; its inline tests' `super` is itself, `super::super` the parent.
+            file(
+                "a/x.rs",
+                "use super::y::Y;\npub struct X;\n#[cfg(test)]\nmod tests {\n    use super::*;\n    \
              use super::super::y::Y2;\n}\n",
-        ),
-        // Reaches its sibling x through the parent's re-export, b through the root's.
-        file(
-            "a/y.rs",
-            "pub struct Y;\nfn h() { super::X::new(); crate::Thing::new(); crate::c::c(); }\n",
-        ),
-        // Uses an item of its parent's own, while the parent uses it.
-        file("a/z.rs", "pub struct Z;\nuse super::f;\n"),
-        file("a/a_tests.rs", "use super::*;\n"),
-        file(
-            "b.rs",
-            "pub struct Thing; // crate::a::x\nconst S: &str = \"crate::c\";\n",
-        ),
-        file("c.rs", "use crate::a::X;\npub fn c() {}\n"),
-    ]);
-    let graph = tree.file_graph();
-    let edges = |from: &str| -> Vec<&str> { graph[from].iter().map(String::as_str).collect() };
-    let none: [&str; 0] = [];
-    assert_eq!(edges("lib.rs"), none);
-    assert_eq!(edges("a/mod.rs"), ["a/z.rs"]);
-    assert_eq!(edges("a/x.rs"), ["a/y.rs"]);
-    assert_eq!(edges("a/y.rs"), ["a/x.rs", "b.rs", "c.rs"]);
-    assert_eq!(edges("a/z.rs"), ["a/mod.rs"]);
-    assert_eq!(edges("a/a_tests.rs"), ["a/mod.rs"]);
-    assert_eq!(edges("b.rs"), none);
-    assert_eq!(edges("c.rs"), ["a/x.rs"]);
-    let test_files: Vec<&str> = tree
-        .files
-        .iter()
-        .filter(|f| f.test)
-        .map(|f| f.path.as_str())
-        .collect();
-    assert_eq!(test_files, ["a/a_tests.rs"]);
-    assert_eq!(
-        knots(&graph),
-        [
-            "a/mod.rs → a/z.rs → a/mod.rs",
-            "a/x.rs → a/y.rs → a/x.rs (with c.rs)"
-        ]
-    );
-    assert_eq!(knots(&tree.module_graph()), ["a → c → a"]);
+            ),
+            // Reaches its sibling x through the parent's re-export, b through the root's.
+            file(
+                "a/y.rs",
+                "pub struct Y;\nfn h() { super::X::new(); crate::Thing::new(); crate::c::c(); }\n",
+            ),
+            // Uses an item of its parent's own, while the parent uses it.
+            file("a/z.rs", "pub struct Z;\nuse super::f;\n"),
+            file("a/a_tests.rs", "use super::*;\n"),
+            file(
+                "b.rs",
+                "pub struct Thing; // crate::a::x\nconst S: &str = \"crate::c\";\n",
+            ),
+            file("c.rs", "use crate::a::X;\npub fn c() {}\n"),
+        ]);
+        let graph = tree.file_graph();
+        let edges = |from: &str| -> Vec<&str> { graph[from].iter().map(String::as_str).collect() };
+        let none: [&str; 0] = [];
+        assert_eq!(edges("lib.rs"), none);
+        assert_eq!(edges("a/mod.rs"), ["a/z.rs"]);
+        assert_eq!(edges("a/x.rs"), ["a/y.rs"]);
+        assert_eq!(edges("a/y.rs"), ["a/x.rs", "b.rs", "c.rs"]);
+        assert_eq!(edges("a/z.rs"), ["a/mod.rs"]);
+        assert_eq!(edges("a/a_tests.rs"), ["a/mod.rs"]);
+        assert_eq!(edges("b.rs"), none);
+        assert_eq!(edges("c.rs"), ["a/x.rs"]);
+        assert_eq!(
+            knots(&graph),
+            [
+                "a/mod.rs → a/z.rs → a/mod.rs",
+                "a/x.rs → a/y.rs → a/x.rs (with c.rs)"
+            ]
+        );
+        assert_eq!(knots(&tree.module_graph()), ["a → c → a"]);
+    }
 }
