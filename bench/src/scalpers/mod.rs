@@ -35,8 +35,8 @@ mod stack;
 
 use anyhow::Context;
 
-use args::{Defence, FarmPlan};
 pub(crate) use args::ScalpersArgs;
+use args::{Defence, FarmPlan};
 use report::SaleOutcome;
 use stack::{EdgeSettings, Stack};
 

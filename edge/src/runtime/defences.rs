@@ -147,12 +147,8 @@ pub(crate) async fn challenge(req: &Request, settings: &Settings) -> Reply {
     // at the start. A join's is (the pre-queue before the start is the room's design).
     let purpose = purpose(&facts);
     let now = now_ms();
-    if purpose == Purpose::Purchase {
-        if let Some(closed @ shared::Closed::NotStarted { .. }) =
-            facts.schedule.and_then(|s| s.closed_at(now))
-        {
-            return crate::schedule::reply(closed);
-        }
+    if let Some(closed) = proof::too_early(purpose, facts.schedule.as_ref(), now) {
+        return crate::schedule::reply(closed);
     }
     let policy = &settings.challenge_rate_limit;
     let rate = CHALLENGES.with(|b| b.borrow_mut().check(policy, user.as_str(), now));

@@ -266,10 +266,10 @@ async fn new_work(
         Some(refusal) => return NewWork::Refused(Refusal::Pass(refusal)),
         None => {}
     }
-    if let Some(schedule) = &facts.schedule {
-        if let Local::Answer(closed) = schedule::decide(schedule, now_ms(), margin_ms) {
-            return refused(schedule::reply(closed));
-        }
+    if let Some(schedule) = &facts.schedule
+        && let Local::Answer(closed) = schedule::decide(schedule, now_ms(), margin_ms)
+    {
+        return refused(schedule::reply(closed));
     }
     let defences = facts.defences.unwrap_or_default();
     let with_room = facts.room.is_some_and(|room| room.waiting_room.is_some());
