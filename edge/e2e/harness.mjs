@@ -138,10 +138,11 @@ export class Stack {
    * Starts (another) edge in workerd with the suite's settings (in front of the suite's origin)
    * plus `overrides`, fresh state: through `wrangler dev` (the suite's way), or with
    * `runtime = "miniflare"` through Miniflare alone (edge/e2e/miniflare.mjs: no dev proxy, no
-   * inspector; the edge benchmark measures both).
+   * inspector; the edge benchmark measures both). `build`: another build of the worker (a copy
+   * of edge/build/), for a benchmark comparing two builds in one run.
    * Returns { url, log, child, stop() }.
    */
-  async startEdge(overrides, label, runtime = "wrangler") {
+  async startEdge(overrides, label, runtime = "wrangler", build = EDGE_BUILD) {
     const port = await freePort();
     const inspectorPort = await freePort();
     const log = join(this.dir, `${label}.log`);
@@ -156,13 +157,15 @@ export class Stack {
       POW_SECRET: "",
       RATE_LIMIT_QUOTA: String(RATE_QUOTA),
       RATE_LIMIT_WINDOW_SECS: String(RATE_WINDOW_SECS),
+      // Joins and polls: the suites poll every 150-200 ms; room.test.mjs checks the limit itself.
+      QUEUE_RATE_LIMIT_QUOTA: "1000",
       ORIGIN_TIMEOUT_MS: "3000",
       ...overrides,
     };
     if (runtime === "miniflare") {
       const args = [
         join(ROOT, "edge/e2e/miniflare.mjs"),
-        "--build", EDGE_BUILD,
+        "--build", build,
         "--port", String(port),
         "--persist", join(this.dir, `${label}-state`),
         "--vars", JSON.stringify(vars),
@@ -172,7 +175,7 @@ export class Stack {
     }
     const args = [
       "dev",
-      "--config", join(EDGE_BUILD, "wrangler.toml"),
+      "--config", join(build, "wrangler.toml"),
       "--ip", "127.0.0.1",
       "--port", String(port),
       "--inspector-port", String(inspectorPort),
@@ -516,6 +519,14 @@ export function jwt(claims, { secret = SESSION_SECRET, kid, header = { alg: "HS2
 }
 
 export const now = () => Math.floor(Date.now() / 1000);
+
+/** A waiting-room pass as the edge signs it (`p1.<kid>.<expires_ms>.<sig>`), for any user, SKU and expiry. */
+export function mintPass({ sku, user, expiresMs, secret = ROOM_SECRET }) {
+  const parts = ["p1", ROOM_KID, sku, user, String(expiresMs)];
+  const mac = createHmac("sha256", secret);
+  for (const p of parts) mac.update(`${Buffer.byteLength(p)}:${p},`);
+  return `p1.${ROOM_KID}.${expiresMs}.${Buffer.from(mac.digest()).toString("base64url")}`;
+}
 
 /** RFC 3339 (UTC, whole seconds, rounded down) of the unix instant `ms`. */
 export const rfc3339 = (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");

@@ -7,29 +7,38 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { Stack, assertProblem, requestFrom, tokenFor, unique } from "./harness.mjs";
+import { Stack, assertProblem, originProxy, requestFrom, tokenFor, unique } from "./harness.mjs";
 
 const stack = new Stack();
+/** An edge in front of a pass-through of the origin that can hold the origin's answers. */
+let proxy;
+let held;
 
 before(async () => {
   await stack.start();
+  proxy = await originProxy(stack.originUrl);
+  held = await stack.startEdge({ ORIGIN_URL: proxy.url }, "held");
 });
 
 after(async () => {
+  await held?.stop();
+  await proxy?.close();
   await stack.stop();
 });
 
 async function sale(extra = {}, { stock = 100, maxPerUser = 5 } = {}) {
   const sku = unique("NET");
   await stack.putSkuBody(sku, { name: "Shoe", price_cents: 1999, stock, max_per_user: maxPerUser, ...extra });
-  const w = await stack.warmup([sku]);
-  assert.equal(w.status, 200, w.text);
+  for (const url of [stack.edgeUrl, held.url]) {
+    const w = await stack.warmup([sku], undefined, url);
+    assert.equal(w.status, 200, w.text);
+  }
   return sku;
 }
 
 /** A purchase of `qty` by a fresh account, sent from the address `from`. */
-function buyFrom(from, sku, { qty = 1, headers = {}, token = tokenFor(unique("acct")) } = {}) {
-  return requestFrom(from, `${stack.edgeUrl}/v1/purchases`, {
+function buyFrom(from, sku, { qty = 1, headers = {}, token = tokenFor(unique("acct")), edgeUrl = stack.edgeUrl } = {}) {
+  return requestFrom(from, `${edgeUrl}/v1/purchases`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${token}`, "idempotency-key": unique("k"), ...headers },
     body: { sku, qty },
@@ -92,6 +101,90 @@ describe("network_limits.units", () => {
     const later = await buyFrom("127.22.1.3", sku, { token, headers: h });
     assert.equal(later.status, 201, later.text);
     assert.equal(later.headers.get("idempotent-replayed"), null);
+  });
+
+  test("a qty above what the network may still buy is told what it may, and not sent away for the window", async () => {
+    // Issue 35: answered "your network bought the most" with Retry-After = the whole window, even
+    // when the network bought nothing; a retry an hour later was refused the same way.
+    const sku = await sale({ network_limits: { units: 3, window_secs: 600 } }, { maxPerUser: 10 });
+    const five = await buyFrom("127.28.1.2", sku, { qty: 5 });
+    assertProblem(five, 429, "network_limit");
+    assert.match(five.json.detail, /may buy 3 more units of this sale now/);
+    assert.equal(five.headers.get("retry-after"), null, "no wait makes 5 fit");
+    assert.equal(five.headers.get("ratelimit"), '"network";r=3;t=600');
+    // What it may, it buys at once; then one is left.
+    assert.equal((await buyFrom("127.28.1.2", sku, { qty: 2 })).status, 201);
+    const two = await buyFrom("127.28.1.3", sku, { qty: 2 });
+    assertProblem(two, 429, "network_limit");
+    assert.match(two.json.detail, /may buy 1 more unit of this sale now/);
+    assert.equal((await buyFrom("127.28.1.3", sku, { qty: 1 })).status, 201);
+    // Spent: now the window's end is the answer.
+    const spent = await buyFrom("127.28.1.4", sku);
+    assertProblem(spent, 429, "network_limit");
+    assert.match(spent.json.detail, /bought the most/);
+    assert.ok(Number(spent.headers.get("retry-after")) > 500, spent.headers.get("retry-after"));
+  });
+
+  test("6to4 addresses count in the /24 of the IPv4 address they embed", async () => {
+    // Issue 35: 2002:AABB:CCDD::/16 embeds AA.BB.CC.DD; each was a /48 of its own, so one /24 was
+    // 257 networks. Local workerd takes a client's CF-Connecting-IP as Cloudflare's would be.
+    const stock = 50;
+    const sku = await sale({ network_limits: { units: 1 } }, { stock });
+    const from6to4 = (ip) => buyFrom("127.0.0.1", sku, { headers: { "cf-connecting-ip": ip } });
+    // 2002:cb00:7107:: is 203.0.113.7.
+    const first = await from6to4("2002:cb00:7107::1");
+    assert.equal(first.status, 201, first.text);
+    for (const ip of ["2002:cb00:7107:1::2", "2002:cb00:71fe::9", "203.0.113.99", "::ffff:203.0.113.5"]) {
+      assertProblem(await from6to4(ip), 429, "network_limit", ip);
+    }
+    // Another /24, as 6to4 or not, is another network.
+    assert.equal((await from6to4("2002:cb00:7207::1")).status, 201);
+    assert.equal(stock - (await stack.originSku(sku)).body.stock, 2);
+  });
+
+  test("a neighbour waits for its network's slot instead of being refused busy", async () => {
+    // Issue 35: one request per /24 at a time answered every other one "busy" at once.
+    const sku = await sale({ network_limits: { units: 10 } });
+    const hold = proxy.hold((method, path) => method === "POST" && path === "/v1/purchases");
+    const token = tokenFor(unique("holder"));
+    const first = buyFrom("127.29.1.2", sku, { token, edgeUrl: held.url });
+    await hold.arrived;
+    const neighbour = buyFrom("127.29.1.3", sku, { edgeUrl: held.url });
+    // The same account again while it holds the slot: busy at once (one place per account).
+    const again = await buyFrom("127.29.1.2", sku, { token, edgeUrl: held.url });
+    assertProblem(again, 429, "network_limit");
+    assert.equal(again.headers.get("retry-after"), "1");
+    await new Promise((ok) => setTimeout(ok, 200));
+    hold.release();
+    const [a, b] = await Promise.all([first, neighbour]);
+    assert.equal(a.status, 201, a.text);
+    assert.equal(b.status, 201, `the neighbour waited its turn: ${b.text}`);
+  });
+
+  test("a unit sold while the edge timed out counts against its network when its key's replay tells", async () => {
+    // Issue 35: the origin sold it after the edge gave up (503, key released); the edge never
+    // counted it, so the /24 could buy its bound again.
+    const stock = 20;
+    const sku = await sale({ network_limits: { units: 1, window_secs: 600 } }, { stock });
+    const token = tokenFor(unique("slow"));
+    const key = unique("k");
+    const hold = proxy.hold((method, path) => method === "POST" && path === "/v1/purchases");
+    const lost = await (async () => {
+      const r = buyFrom("127.30.1.2", sku, { token, headers: { "idempotency-key": key }, edgeUrl: held.url });
+      await hold.arrived;
+      // The origin sold it; its answer arrives after ORIGIN_TIMEOUT_MS (3 s).
+      return r;
+    })();
+    assertProblem(lost, 503, "unavailable");
+    hold.release();
+    assert.equal(stock - (await stack.originSku(sku)).body.stock, 1, "sold at the origin");
+    // The retry learns it: the origin's replay, counted now.
+    const replay = await buyFrom("127.30.1.2", sku, { token, headers: { "idempotency-key": key }, edgeUrl: held.url });
+    assert.equal(replay.status, 201, replay.text);
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    await new Promise((ok) => setTimeout(ok, 300));
+    assertProblem(await buyFrom("127.30.1.3", sku, { edgeUrl: held.url }), 429, "network_limit");
+    assert.equal(stock - (await stack.originSku(sku)).body.stock, 1, "the /24 bought its bound, no more");
   });
 
   test("without network_limits, a /24 buys as before", async () => {

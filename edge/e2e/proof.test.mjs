@@ -115,15 +115,68 @@ describe("GET /v1/challenge", () => {
     assertProblem(post, 405, "method_not_allowed");
   });
 
-  test("grows harder with the SKU's arrivals, from min_bits to max_bits", async () => {
+  test("grows harder with the SKU's arriving shoppers, from min_bits to max_bits", async () => {
     const sku = await sale({ proof_of_work: { min_bits: 3, max_bits: 12 } });
-    const token = tokenFor(unique("burst"));
-    const first = await challenge(sku, token);
+    const first = await challenge(sku, tokenFor(unique("first")));
     assert.equal(first.json.maxnumber, 2 ** 3, "quiet: min_bits");
-    // 80 arrivals within about a second: past POW_PEAK_ARRIVALS_PER_SEC (50).
-    const burst = await Promise.all(Array.from({ length: 80 }, () => challenge(sku, token)));
+    // 80 shoppers within about a second: past POW_PEAK_ARRIVALS_PER_SEC (50).
+    const burst = await Promise.all(Array.from({ length: 80 }, () => challenge(sku, tokenFor(unique("burst")))));
     const hardest = Math.max(...burst.map((r) => r.json.maxnumber));
     assert.equal(hardest, 2 ** 12, "the peak: max_bits");
+  });
+
+  test("one account's flood does not set the price, and is rate-limited like purchases", async () => {
+    // Issue 35: one signed-in account asking ~50 challenges a second kept everyone at max_bits.
+    const sku = await sale({ proof_of_work: { min_bits: 3, max_bits: 12 } });
+    const flooder = tokenFor(unique("flooder"));
+    const flood = await Promise.all(Array.from({ length: 80 }, () => challenge(sku, flooder)));
+    const issued = flood.filter((r) => r.status === 200);
+    const hardest = Math.max(...issued.map((r) => r.json.maxnumber));
+    assert.equal(hardest, 2 ** 3, "the flooder alone pays min_bits");
+    // The suite's rate limit is 50 per hour: the flood gets 50 challenges, then 429s.
+    assert.equal(issued.length, 50, flood.map((r) => r.status).join(","));
+    for (const r of issued) assert.equal(r.headers.get("ratelimit-policy"), '"challenge";q=50;w=3600');
+    const limited = flood.filter((r) => r.status !== 200);
+    assert.equal(limited.length, 30);
+    for (const r of limited) {
+      assertProblem(r, 429, "rate_limited");
+      const retry = Number(r.headers.get("retry-after"));
+      assert.ok(retry >= 1, r.headers.get("retry-after"));
+      assert.equal(r.headers.get("ratelimit"), `"challenge";r=0;t=${retry}`);
+    }
+    // Another shopper meanwhile pays for one other shopper, not for the flood.
+    const honest = await challenge(sku, tokenFor(unique("honest")));
+    assert.equal(honest.status, 200, honest.text);
+    assert.ok(honest.json.maxnumber <= 2 ** 5, `one other shopper's price: ${honest.json.maxnumber}`);
+  });
+
+  test("a purchase challenge of a sale that has not started is 409 not_started; a proof issued before the start cannot buy", async () => {
+    // Issue 35: a farm fetched challenges in the quiet minute before the start at min_bits,
+    // solved them at leisure and fired them at T+0.
+    const startMs = Date.now() + 4_000;
+    const sku = await sale({ ...POW, starts_at: new Date(startMs).toISOString() });
+    const user = unique("early");
+    const token = tokenFor(user);
+    const early = await challenge(sku, token);
+    assertProblem(early, 409, "not_started");
+    const retry = Number(early.headers.get("retry-after"));
+    assert.ok(retry >= 1 && retry <= 5, early.headers.get("retry-after"));
+    assert.ok(early.json.starts_at, early.text);
+    // A challenge made before the start with the edge's own secret (as one issued then would be):
+    // after the start it is refused, and spends nothing.
+    const issuedS = Math.floor(startMs / 1000) - 10;
+    const pre = await solve(
+      await createChallenge({ hmacKey: POW_SECRET, maxnumber: 64, params: { kid: POW_KID, purpose: "purchase", sku, user, issued: String(issuedS) }, expires: new Date(startMs + 60_000) }),
+    );
+    await new Promise((ok) => setTimeout(ok, Math.max(0, startMs - Date.now()) + 100));
+    const before = await stack.originPurchaseCalls();
+    const stale = await buy(sku, token, { proof: pre });
+    assertProblem(stale, 403, "proof_rejected");
+    assert.match(stale.json.detail, /issued before the sale started/);
+    assert.equal(await stack.originPurchaseCalls(), before);
+    // From the start on, challenges are issued and buy.
+    const ok = await buy(sku, token, { proof: await proofFor(sku, token) });
+    assert.equal(ok.status, 201, ok.text);
   });
 });
 
@@ -155,15 +208,18 @@ describe("a purchase of a sale with proof_of_work", () => {
     const forwarded = proxy.requests("POST /v1/purchases").at(-1);
     assert.ok(forwarded, "the purchase went through the pass-through");
     assert.equal(forwarded.headers["flashgate-proof"], undefined, "never forwarded");
-    // A replay of the proof, with another key or with the first one: refused by the shopper's
-    // own Durable Object, before the rate limit or the key is looked at.
-    for (const key of [unique("k"), r.key]) {
-      const again = await buy(sku, token, { proof, edgeUrl: seen.url, key });
-      assertProblem(again, 403, "proof_rejected", "replayed");
-      assert.match(again.json.detail, /used before/);
-      assert.equal(again.json.challenge_url, `/v1/challenge?sku=${sku}`);
-      assert.equal(again.headers.get("idempotent-replayed"), null);
-    }
+    // A replay of the proof with another key: refused by the shopper's own Durable Object,
+    // before the rate limit is charged.
+    const again = await buy(sku, token, { proof, edgeUrl: seen.url, key: unique("k") });
+    assertProblem(again, 403, "proof_rejected", "replayed");
+    assert.match(again.json.detail, /used before/);
+    assert.equal(again.json.challenge_url, `/v1/challenge?sku=${sku}`);
+    assert.equal(again.headers.get("idempotent-replayed"), null);
+    // With the key that bought: that key's 201 (a retry is answered before the proof is looked
+    // at; edge/e2e/retry.test.mjs).
+    const retried = await buy(sku, token, { proof, edgeUrl: seen.url, key: r.key });
+    assert.equal(retried.status, 201, retried.text);
+    assert.equal(retried.headers.get("idempotent-replayed"), "true");
     assert.equal(await stack.originPurchaseCalls(), before + 1, "no replay reached the origin");
   });
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { ADMIN_TOKEN, ROOM_KID, ROOM_SECRET, Stack, assertProblem, response, rfc3339, tokenFor, unique } from "./harness.mjs";
+import { ADMIN_TOKEN, ROOM_SECRET, Stack, assertProblem, mintPass, response, rfc3339, tokenFor, unique } from "./harness.mjs";
 
 /** 100 admissions per second: the suite's rooms admit fast, so the file stays short. */
 const FAST = { admit_per_minute: 6000, pass_secs: 60 };
@@ -66,16 +66,6 @@ async function untilAdmitted(sku, token, first) {
 
 /** The instant (ms) a pass's holder was admitted: its expiry minus pass_secs. */
 const admittedAt = (a, passSecs) => Date.parse(a.pass_expires_at) - passSecs * 1000;
-
-const b64url = (buf) => Buffer.from(buf).toString("base64url");
-
-/** A pass as the edge signs it (`p1.<kid>.<expires_ms>.<sig>`), for any user, SKU and expiry. */
-function mintPass({ sku, user, expiresMs, secret = ROOM_SECRET }) {
-  const parts = ["p1", ROOM_KID, sku, user, String(expiresMs)];
-  const mac = createHmac("sha256", secret);
-  for (const p of parts) mac.update(`${Buffer.byteLength(p)}:${p},`);
-  return `p1.${ROOM_KID}.${expiresMs}.${b64url(mac.digest())}`;
-}
 
 /** The pre-queue lottery ticket the edge draws for `user` (HMAC of the room secret). */
 function ticket(sku, user) {
@@ -173,6 +163,41 @@ describe("the waiting room at the edge", () => {
       assert.ok(Number.isInteger(o.requests) && Number.isInteger(o.peak_requests_per_sec), JSON.stringify(o));
     }
     assertProblem(await stack.get(`/v1/queue/${sku}/stats`), 401, "unauthorized");
+  });
+
+  test("joins and polls are rate-limited per shopper like purchases: 429 with RateLimit fields", async () => {
+    // Issue 35: joins and polls had no per-shopper limit. An edge with a queue limit of 3 per 10 s.
+    const edge = await stack.startEdge({ QUEUE_RATE_LIMIT_QUOTA: "3", QUEUE_RATE_LIMIT_WINDOW_SECS: "10" }, "queue-limit");
+    try {
+      const { sku } = await sale({ waiting_room: FAST });
+      const w = await stack.warmup([sku], undefined, edge.url);
+      assert.equal(w.status, 200, w.text);
+      const token = tokenFor(unique("hammer"));
+      const call = (join, receipt) =>
+        fetch(`${edge.url}/v1/queue/${sku}`, {
+          method: join ? "POST" : "GET",
+          headers: { authorization: `Bearer ${token}`, ...(receipt ? { "flashgate-queue-receipt": receipt } : {}) },
+        }).then(response);
+      const joined = assertAnswer(await call(true), "join");
+      assert.equal(joined.receipt !== undefined, true);
+      const first = await call(false, joined.receipt);
+      assert.equal(first.status, 200, first.text);
+      assert.equal(first.headers.get("ratelimit-policy"), '"queue";q=3;w=10');
+      assert.match(first.headers.get("ratelimit"), /^"queue";r=1;t=[1-7]$/);
+      // The third poll is the quota's last; then polls (from the cache or not) and joins are 429.
+      assert.equal((await call(false, joined.receipt)).status, 200);
+      for (const r of [await call(false, joined.receipt), await call(false), await call(true)]) {
+        assertProblem(r, 429, "rate_limited");
+        const retry = Number(r.headers.get("retry-after"));
+        assert.ok(retry >= 1 && retry <= 4, r.headers.get("retry-after"));
+        assert.equal(r.headers.get("ratelimit"), `"queue";r=0;t=${retry}`);
+      }
+      // Another shopper is not affected.
+      const other = await fetch(`${edge.url}/v1/queue/${sku}`, { method: "POST", headers: { authorization: `Bearer ${tokenFor(unique("calm"))}` } }).then(response);
+      assertAnswer(other, "another shopper's join");
+    } finally {
+      await edge.stop();
+    }
   });
 
   test("everyone who joins before the start is admitted in the lottery's order, each with a pass that buys", async () => {

@@ -20,6 +20,12 @@ pub struct Settings {
     /// Per-user rate limit of the order routes (`GET /v1/orders/{id}`, `POST …/cancel`): the same
     /// quota and window as purchases, in a bucket of its own named `order` (`crate::orders`).
     pub order_rate_limit: Policy,
+    /// Per-shopper limit of `GET /v1/challenge`: the purchase limit's quota and window, in a bucket
+    /// named `challenge` kept per Worker instance (`crate::local_limit`).
+    pub challenge_rate_limit: Policy,
+    /// Per-shopper limit of the waiting room's joins and polls (`QUEUE_RATE_LIMIT_QUOTA` per
+    /// `QUEUE_RATE_LIMIT_WINDOW_SECS`), a bucket named `queue` kept per Worker instance.
+    pub queue_rate_limit: Policy,
     /// How long an in-flight idempotency record blocks its key (`IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS`).
     pub in_flight_timeout_secs: u32,
     /// How long completed idempotency records are kept (`IDEMPOTENCY_RETENTION_SECS`, >= 24 h).
@@ -91,6 +97,10 @@ pub mod defaults {
     pub const SESSION_MAX_LIFETIME_SECS: u32 = crate::jwt::DEFAULT_MAX_LIFETIME_SECS;
     pub const POW_CHALLENGE_TTL_SECS: u32 = 120;
     pub const POW_PEAK_ARRIVALS_PER_SEC: u32 = 50;
+    /// Joins and polls: the room asks for a poll every 1–5 s, so 30 per 10 s leaves a shopper
+    /// three times the fastest pace it is asked for.
+    pub const QUEUE_RATE_LIMIT_QUOTA: u32 = 30;
+    pub const QUEUE_RATE_LIMIT_WINDOW_SECS: u32 = 10;
 }
 
 /// Longest `SESSION_ISSUER` / `SESSION_AUDIENCE` accepted.
@@ -98,6 +108,10 @@ pub const MAX_CLAIM_SETTING_LEN: usize = 256;
 
 /// The rate-limit policy's name in the `RateLimit` fields.
 pub const RATE_LIMIT_POLICY_NAME: &str = "purchase";
+/// The name of `GET /v1/challenge`'s per-shopper limit in the `RateLimit` fields.
+pub const CHALLENGE_RATE_POLICY_NAME: &str = "challenge";
+/// The name of the waiting room's per-shopper limit in the `RateLimit` fields.
+pub const QUEUE_RATE_POLICY_NAME: &str = "queue";
 
 /// A rate-limit policy as configured on the worker ([`Settings::rate_settings`]), in the form the
 /// Durable Object's calls carry it (`crate::protocol`).
@@ -200,11 +214,33 @@ impl Settings {
                 name: "RATE_LIMIT_WINDOW_SECS",
                 reason: e.to_string(),
             })?;
+        let challenge_rate_limit =
+            Policy::new(CHALLENGE_RATE_POLICY_NAME, quota, window).map_err(|e| ConfigError {
+                name: "RATE_LIMIT_WINDOW_SECS",
+                reason: e.to_string(),
+            })?;
+        let queue_quota = number(
+            "QUEUE_RATE_LIMIT_QUOTA",
+            defaults::QUEUE_RATE_LIMIT_QUOTA,
+            1..=10_000,
+        )?;
+        let queue_window = number(
+            "QUEUE_RATE_LIMIT_WINDOW_SECS",
+            defaults::QUEUE_RATE_LIMIT_WINDOW_SECS,
+            1..=86_400,
+        )?;
+        let queue_rate_limit = Policy::new(QUEUE_RATE_POLICY_NAME, queue_quota, queue_window)
+            .map_err(|e| ConfigError {
+                name: "QUEUE_RATE_LIMIT_WINDOW_SECS",
+                reason: e.to_string(),
+            })?;
 
         Ok(Self {
             origin_url,
             rate_limit,
             order_rate_limit,
+            challenge_rate_limit,
+            queue_rate_limit,
             in_flight_timeout_secs: number(
                 "IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS",
                 defaults::IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECS,

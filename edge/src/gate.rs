@@ -2,14 +2,31 @@
 //! of its rows. The Durable Object reads the snapshot, calls [`begin`] or [`finish`] and writes the
 //! returned effects, all without an `.await` in between, so each call is atomic for that user.
 //!
-//! Order inside `begin`: the attempt's proof of work, if it carries one, is spent (one that was
-//! spent before refuses the attempt, `ProofSpent`, before it costs any rate: the proof ids of a
-//! shopper are this object's, so a replay at any location meets them here); then the rate limit
-//! (every attempt counts, replays included), then the
-//! idempotency lookup (replay / 422 / 409 in flight), then the shields (`sale_ended` from the
-//! cached schedule, `crate::schedule`; then sold out before purchase limit), and finally the key is
-//! claimed for a new attempt. (`not_started` and `sale_paused` never reach the object: the worker
-//! answers them before, so they cost no rate.)
+//! Order inside `begin` — **the key first**, so a retry of a key already decided gets its stored
+//! answer whatever the defences say now (docs/bot-defence.md, "A retried key"):
+//!
+//! 1. The idempotency lookup. A key already decided (a stored answer under the same request), a
+//!    key in flight (409) or a key reused for another request (422) is about the key, not new
+//!    work: the rate limit is charged (every attempt at a key counts, replays included) and the
+//!    key's answer goes back. Nothing else is looked at or spent: not the proof, not the pass,
+//!    the network bound or the schedule, whose verdicts the worker sends along.
+//!    A key **in doubt** (its last attempt got no answer the edge could trust: the origin timed
+//!    out or failed, and may have decided it) is the same attempt again: it goes on as new work,
+//!    but the proof of work that attempt spent is still its own, and the shields below are
+//!    skipped — the origin replays what it decided or decides it now, where a cached `sold_out`
+//!    would tell a key whose unit was sold while the edge timed out that it bought nothing.
+//! 2. New work only from here. A refusal by the worker's checks that guard new work — the
+//!    waiting room's pass, `not_started` / `sale_paused`, the proof of work's format and
+//!    binding, the network's bound (`BeginRequest::new_work_refused`) — is [`Verdict::Refused`]:
+//!    nothing is charged, spent or written, and the worker answers its own refusal (so these
+//!    refusals are exactly what they were when the worker answered them before this object).
+//! 3. The attempt's proof of work, if it carries one: spent before refuses it (`ProofSpent`)
+//!    before it costs any rate (the proof ids of a shopper are this object's, so a replay at any
+//!    location meets them here); else it is recorded as spent, even when the rate limit then
+//!    refuses the attempt (it was shown).
+//! 4. The rate limit, then the shields (`sale_ended` from the cached schedule,
+//!    `crate::schedule`; then sold out before purchase limit), and finally the key is claimed
+//!    for a new attempt.
 //!
 //! The per-user cap pre-check counts the units the user bought through this object, but only while
 //! the origin confirmed that count less than `SKU_CACHE_TTL_SECS` ago (a 201 or a
@@ -70,12 +87,13 @@ pub enum RecordChange {
 }
 
 impl RecordChange {
-    /// Whether the change stores a completed answer (the alarm must then be armed).
-    pub fn stores_done(&self) -> bool {
+    /// Whether the change keeps a record until the purge (a completed answer, or a key in doubt):
+    /// the alarm must then be armed.
+    pub fn kept(&self) -> bool {
         matches!(
             self,
             Self::Put(Record {
-                state: State::Done { .. },
+                state: State::Done { .. } | State::InDoubt { .. },
                 ..
             })
         )
@@ -139,16 +157,49 @@ pub fn begin(
     now_ms: i64,
     next_attempt: i64,
 ) -> (BeginReply, Effects) {
-    if req.proof.is_some() && snap.proof_spent {
-        let (rate, _) = limit(policy, snap.tat_us, now_ms);
-        return (
-            BeginReply {
-                rate,
-                verdict: Verdict::ProofSpent,
-            },
-            Effects::default(),
-        );
+    // 1. The key: decided, in flight or reused answers before anything that guards new work. A
+    // key in doubt (its last attempt got no answer to trust) is retried as that attempt: the
+    // proof it spent is its own, and the origin decides, not the cached facts' guesses.
+    let (keyed, in_doubt) = match idempotency::lookup(
+        snap.record.as_ref(),
+        &req.fingerprint,
+        now_ms,
+        req.in_flight_timeout_ms,
+    ) {
+        Lookup::Replay { status, body } => (Some(Verdict::Replay { status, body }), None),
+        Lookup::InFlight => (Some(Verdict::InFlight), None),
+        Lookup::Reused => (Some(Verdict::Reused), None),
+        Lookup::Retry { proof } => (None, Some(proof)),
+        Lookup::Proceed => (None, None),
+    };
+    if let Some(verdict) = keyed {
+        let (rate, new_tat_us) = limit(policy, snap.tat_us, now_ms);
+        let verdict = if new_tat_us.is_some() {
+            verdict
+        } else {
+            Verdict::Limited
+        };
+        let effects = Effects {
+            new_tat_us,
+            ..Effects::default()
+        };
+        return (BeginReply { rate, verdict }, effects);
     }
+    let own_proof = in_doubt.as_ref().is_some_and(|spent| {
+        spent.is_some() && spent.as_deref() == req.proof.as_ref().map(|p| p.id.as_str())
+    });
+    // 2. New work the worker's checks refused: the worker answers; nothing is charged or spent.
+    // 3. A spent proof: refused before it costs any rate.
+    if req.new_work_refused || (req.proof.is_some() && snap.proof_spent && !own_proof) {
+        let (rate, _) = limit(policy, snap.tat_us, now_ms);
+        let verdict = if req.new_work_refused {
+            Verdict::Refused
+        } else {
+            Verdict::ProofSpent
+        };
+        return (BeginReply { rate, verdict }, Effects::default());
+    }
+    // 4. The rate limit (the proof is spent either way: it was shown), the shields, the claim.
     let spend = req.proof.clone();
     let (rate, new_tat_us) = match limit(policy, snap.tat_us, now_ms) {
         (rate, Some(new_tat_us)) => (rate, new_tat_us),
@@ -170,48 +221,53 @@ pub fn begin(
         spend,
         ..Effects::default()
     };
-    let verdict = match idempotency::lookup(
-        snap.record.as_ref(),
-        &req.fingerprint,
-        now_ms,
-        req.in_flight_timeout_ms,
-    ) {
-        Lookup::Replay { status, body } => Verdict::Replay { status, body },
-        Lookup::InFlight => Verdict::InFlight,
-        Lookup::Reused => Verdict::Reused,
-        Lookup::Proceed => match ended(req, now_ms) {
-            Some(closed) => {
-                let problem = closed.problem();
+    let shielded = if in_doubt.is_some() {
+        None
+    } else {
+        ended(req, now_ms)
+    };
+    let verdict = match shielded {
+        Some(closed) => {
+            let problem = closed.problem();
+            Verdict::Answered {
+                status: problem.status,
+                body: problem.to_json(),
+            }
+        }
+        None if in_doubt.is_some() => {
+            effects.record = RecordChange::Put(Record {
+                fingerprint: req.fingerprint.clone(),
+                attempt: next_attempt,
+                state: State::InFlight,
+                updated_ms: now_ms,
+            });
+            Verdict::Proceed {
+                attempt: next_attempt,
+            }
+        }
+        None => match shield::decide(
+            &req.facts,
+            counted_units(snap, now_ms, req.count_ttl_ms),
+            req.qty,
+        ) {
+            Shield::Answer(code) => {
+                let body = Problem::new(code, shield::detail(code)).to_json();
                 Verdict::Answered {
-                    status: problem.status,
-                    body: problem.to_json(),
+                    status: code.status(),
+                    body,
                 }
             }
-            None => match shield::decide(
-                &req.facts,
-                counted_units(snap, now_ms, req.count_ttl_ms),
-                req.qty,
-            ) {
-                Shield::Answer(code) => {
-                    let body = Problem::new(code, shield::detail(code)).to_json();
-                    Verdict::Answered {
-                        status: code.status(),
-                        body,
-                    }
+            Shield::Pass => {
+                effects.record = RecordChange::Put(Record {
+                    fingerprint: req.fingerprint.clone(),
+                    attempt: next_attempt,
+                    state: State::InFlight,
+                    updated_ms: now_ms,
+                });
+                Verdict::Proceed {
+                    attempt: next_attempt,
                 }
-                Shield::Pass => {
-                    let record = Record {
-                        fingerprint: req.fingerprint.clone(),
-                        attempt: next_attempt,
-                        state: State::InFlight,
-                        updated_ms: now_ms,
-                    };
-                    effects.record = RecordChange::Put(record);
-                    Verdict::Proceed {
-                        attempt: next_attempt,
-                    }
-                }
-            },
+            }
         },
     };
     (BeginReply { rate, verdict }, effects)
@@ -254,6 +310,19 @@ pub fn finish(record: Option<&Record>, req: &FinishRequest, now_ms: i64) -> (Fin
                 },
             )
         }
+        Disposition::Doubt => (
+            FinishReply { stored: false },
+            Effects {
+                record: RecordChange::Put(Record {
+                    state: State::InDoubt {
+                        proof: req.proof.clone(),
+                    },
+                    updated_ms: now_ms,
+                    ..record.clone()
+                }),
+                ..Effects::default()
+            },
+        ),
         Disposition::Release => (
             FinishReply { stored: false },
             Effects {

@@ -4,12 +4,19 @@
 //!            begin (no record, or in-flight record older than the timeout)
 //!   (none) ─────────────────────────────────────────────▶ InFlight{attempt}
 //!   InFlight ── finish(attempt, stored outcome) ────────▶ Done{status, body}
-//!   InFlight ── finish(attempt, not stored: 400/401/413/5xx…) ──▶ (none)   the key may be retried
-//!   Done ── older than the retention ── alarm purge ────▶ (none)
+//!   InFlight ── finish(attempt, not stored: 400/413/422…) ──▶ (none)      the key may be retried
+//!   InFlight ── finish(attempt, 503: no answer, timed out) ──▶ InDoubt{proof}   retried as it was
+//!   Done, InDoubt ── older than the retention ── alarm purge ──▶ (none)
 //! ```
 //!
 //! A lookup under a different fingerprint is 422 `idempotency_key_reused`; under the same one it is
-//! 409 `idempotency_in_flight` while in flight and a replay once done. An in-flight record expires
+//! 409 `idempotency_in_flight` while in flight and a replay once done. A key **in doubt** — its
+//! attempt got no answer the edge could trust (the origin timed out, failed or could not be
+//! reached: the origin may have decided it all the same) — is retried as the same attempt
+//! ([`Lookup::Retry`]): it goes to the origin, which replays what it decided or decides it now,
+//! instead of meeting the edge's guesses from cached facts (a `sold_out` shield would tell a key
+//! whose unit was sold while the edge timed out that it bought nothing), and the proof of work
+//! that attempt spent is still its own. An in-flight record expires
 //! after a timeout so a crashed request cannot block the key forever; each `begin` gets a fresh
 //! `attempt` number so that a late `finish` of an expired attempt cannot overwrite its successor.
 
@@ -29,7 +36,15 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     InFlight,
-    Done { status: u16, body: String },
+    Done {
+        status: u16,
+        body: String,
+    },
+    /// The attempt got no answer the edge could trust (503); `proof` is the id of the proof of
+    /// work it spent, if any.
+    InDoubt {
+        proof: Option<String>,
+    },
 }
 
 /// What a lookup says about a new attempt.
@@ -37,6 +52,9 @@ pub enum State {
 pub enum Lookup {
     /// No live record: start an attempt (insert or overwrite an expired in-flight record).
     Proceed,
+    /// The same request again after an attempt in doubt: start it again, as that attempt (its
+    /// `proof` is its own, and the origin, not the edge's cached guesses, decides).
+    Retry { proof: Option<String> },
     /// Same request already decided: answer this again.
     Replay { status: u16, body: String },
     /// Same request still being decided.
@@ -69,6 +87,9 @@ pub fn lookup(
             status: *status,
             body: body.clone(),
         },
+        State::InDoubt { proof } => Lookup::Retry {
+            proof: proof.clone(),
+        },
     }
 }
 
@@ -78,17 +99,23 @@ pub enum Disposition {
     /// Keep the answer with the key and replay it (201, 404 `unknown_sku`, 409 `sold_out` /
     /// `purchase_limit`).
     Store,
-    /// Forget the attempt so the same key can be retried (400, 401, 413, 409 in flight, 422, 5xx…).
+    /// No answer the edge can trust (503: the origin timed out, failed or could not be reached, or
+    /// refused the edge's signature): the origin may have decided the attempt. The key may be
+    /// retried, as the same attempt ([`State::InDoubt`]).
+    Doubt,
+    /// Forget the attempt so the same key can be retried (400, 413, 409 in flight, 422…: the
+    /// origin decided nothing).
     Release,
 }
 
-/// Which answers are stored, per the contract.
+/// Which answers are stored, per the contract, and which leave the key in doubt.
 pub fn disposition(status: u16, body: &[u8]) -> Disposition {
     if status == 201 {
         return Disposition::Store;
     }
     match problem_code(body) {
         Some(code) if code.is_stored_outcome() && code.status() == status => Disposition::Store,
+        _ if status >= 500 => Disposition::Doubt,
         _ => Disposition::Release,
     }
 }
@@ -154,6 +181,19 @@ mod tests {
             }
         );
         assert_eq!(lookup(Some(&d), "b", 0, TIMEOUT), Lookup::Reused);
+        let doubt = Record {
+            state: State::InDoubt {
+                proof: Some("c0ffee".into()),
+            },
+            ..d
+        };
+        assert_eq!(
+            lookup(Some(&doubt), "a", i64::MAX, TIMEOUT),
+            Lookup::Retry {
+                proof: Some("c0ffee".into())
+            }
+        );
+        assert_eq!(lookup(Some(&doubt), "b", 0, TIMEOUT), Lookup::Reused);
     }
 
     #[test]
@@ -178,7 +218,6 @@ mod tests {
             ErrorCode::PayloadTooLarge,
             ErrorCode::IdempotencyInFlight,
             ErrorCode::IdempotencyKeyReused,
-            ErrorCode::Unavailable,
             ErrorCode::NotFound,
         ] {
             assert_eq!(
@@ -188,9 +227,14 @@ mod tests {
             );
         }
         assert_eq!(disposition(409, b"not json"), Disposition::Release);
+        // No answer to trust: the origin may have decided it.
+        assert_eq!(
+            disposition(503, body(ErrorCode::Unavailable).as_bytes()),
+            Disposition::Doubt
+        );
         assert_eq!(
             disposition(500, body(ErrorCode::SoldOut).as_bytes()),
-            Disposition::Release
+            Disposition::Doubt
         );
     }
 

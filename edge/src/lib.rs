@@ -5,7 +5,9 @@
 //!
 //! - **Policy** — plain Rust, no runtime, tested natively with `cargo test -p edge`:
 //!   [`config`] (typed settings from vars/secrets), [`jwt`] (HS256 shopper tokens),
-//!   [`gcra`] + [`ratelimit_fields`] (per-user rate limit and its IETF headers),
+//!   [`gcra`] + [`ratelimit_fields`] (per-user rate limit and its IETF headers), [`local_limit`]
+//!   (the per-instance limits of challenges and the waiting room), [`proof`] and [`network`] (the
+//!   bot defences), [`room`] (the waiting room),
 //!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`schedule`] (the sale's start, end and pause, answered from cached facts), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
 //!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
@@ -23,6 +25,7 @@ pub mod gcra;
 pub mod http_date;
 pub mod idempotency;
 pub mod jwt;
+pub mod local_limit;
 pub mod network;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod openapi;

@@ -12,6 +12,14 @@
 use utoipa::OpenApi;
 
 /// Buy `qty` units of `sku` as the shopper named by the token's `sub`.
+///
+/// A retried `Idempotency-Key` that was already decided (a stored answer for the same request) is
+/// answered with that stored answer (`Idempotent-Replayed: true`) before anything that only
+/// guards new work is looked at — the waiting room's pass, `not_started` / `sale_paused`, the
+/// proof of work, the network's bound — at no origin cost, spending nothing (no proof, no unit of
+/// the network's bound); a key still in flight is `409 idempotency_in_flight`, a key used for
+/// another request `422`. Only new work meets the pass, the schedule, the proof and the network
+/// bound, then the per-user rate limit and the shields.
 #[utoipa::path(
     post, path = "/v1/purchases", tag = "purchases",
     request_body(content = shared::PurchaseRequest, description = "Unknown fields are ignored; at most 16 KiB"),
@@ -33,27 +41,31 @@ use utoipa::OpenApi;
         (status = 413, description = "`payload_too_large`: a body above 16 KiB, announced by `Content-Length` or streamed without it (refused as soon as it passes the limit)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`idempotency_key_reused`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 428, description = "`proof_required`: a SKU with `proof_of_work` (and no waiting room) without `Flashgate-Proof`; carries `challenge_url` (`/v1/challenge?sku=…`); never stored with the key, never forwarded", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`. `network_limit`: the shopper's network (IPv4 /24, IPv6 /48 of `CF-Connecting-IP`) bought the SKU's `network_limits.units` in its window, or has another purchase in flight here; `Retry-After`, `RateLimit-Policy: \"network\";q=<units>;w=<window_secs>` and `RateLimit: \"network\";r=…;t=…`; never stored with the key", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve: no `POW_SECRETS` for a SKU with `proof_of_work`), with `Retry-After`; the key is released", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, with `Retry-After` equal to the `RateLimit` `t`. `network_limit`: the shopper's network (IPv4 /24, IPv6 /48 of `CF-Connecting-IP`; an IPv6 address embedding an IPv4 one — mapped, 6to4, Teredo, NAT64 — counts in that IPv4 /24) bought the SKU's `network_limits.units` in its window (`Retry-After`: to the window's end), or asks for more units than it may still buy (the detail says how many; no `Retry-After`: ask for fewer), or its in-flight slot here stayed taken while the request waited its turn (at most 1 s; `Retry-After: 1`); `RateLimit-Policy: \"network\";q=<units>;w=<window_secs>` and `RateLimit: \"network\";r=<units left>;t=…`; never stored with the key", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable` (origin down or slow, or the edge not configured to serve: no `POW_SECRETS` for a SKU with `proof_of_work`), with `Retry-After`; the key is left in doubt: retried (the same request), it goes to the origin as the same attempt — its proof still its own, past the cached shields — and gets what the origin decided", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
 fn purchase() {}
 
 /// A proof-of-work challenge in the ALTCHA format (the widget's `challengeurl`, any ALTCHA
 /// library's solver), for the sale's join (with a waiting room) or purchase (without), bound to
-/// the SKU and the shopper, valid for `POW_CHALLENGE_TTL_SECS`, as hard as the SKU's arrivals ask
-/// (between its `min_bits` and `max_bits`).
+/// the SKU and the shopper, valid for `POW_CHALLENGE_TTL_SECS`, as hard as the SKU's distinct
+/// arriving shoppers ask (between its `min_bits` and `max_bits`; one shopper asking often counts
+/// once). A purchase's is issued only from the sale's `starts_at` on, and a purchase of a sale
+/// with a start needs one issued from its start on. Each shopper may ask as often as they may
+/// buy (the purchase limit's quota and window, per edge instance).
 #[utoipa::path(
     get, path = "/v1/challenge", tag = "bot defence",
     params(("sku" = String, Query, description = "1..=64 of [A-Za-z0-9._-]")),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
-        (status = 200, description = "The challenge (`Cache-Control: no-store`)", body = crate::proof::Challenge),
+        (status = 200, description = "The challenge (`Cache-Control: no-store`), with `RateLimit-Policy: \"challenge\";q=…;w=…` and `RateLimit`", body = crate::proof::Challenge),
         (status = 400, description = "`invalid_request`: no or a malformed `sku`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`proof_not_required`: the sale has no `proof_of_work`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`proof_not_required`: the sale has no `proof_of_work`. `not_started` (a sale without a waiting room, before its `starts_at`): with `starts_at` and `Retry-After`, as a purchase would be answered — no purchase proof is issued before the start", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: more challenges than the shopper's `challenge` quota (the purchase limit's); `Retry-After` equal to the `RateLimit` `t`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`, with `Retry-After`: the origin cannot be asked about an uncached SKU, or the edge has no `POW_SECRETS`", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
@@ -165,14 +177,14 @@ fn sale_worker() {}
     ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
-        (status = 200, description = "The place in line (`Cache-Control: private, no-store`, `Retry-After`: when to poll)", body = crate::room::answer::QueueAnswer),
+        (status = 200, description = "The place in line (`Cache-Control: private, no-store`, `Retry-After`: when to poll, `RateLimit-Policy: \"queue\";q=…;w=…` and `RateLimit`)", body = crate::room::answer::QueueAnswer),
         (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`csrf_rejected`, as for purchases. `proof_rejected`: a SKU with `proof_of_work` and a `Flashgate-Proof` that does not verify or was used before (carries `challenge_url`)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`no_waiting_room`: the sale has none (buy directly)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 428, description = "`proof_required`: a SKU with `proof_of_work` without `Flashgate-Proof` (carries `challenge_url`)", body = shared::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`network_limit`: the SKU's `network_limits.admissions` shoppers of this network (IPv4 /24, IPv6 /48) joined in the window (a member joining again is let through); `Retry-After`, `RateLimit-Policy: \"network\";q=…;w=…`, `RateLimit`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: more joins and polls than the shopper's `queue` quota (`QUEUE_RATE_LIMIT_QUOTA` per `QUEUE_RATE_LIMIT_WINDOW_SECS`, per edge instance); `Retry-After` equal to the `RateLimit` `t`. `network_limit`: the SKU's `network_limits.admissions` shoppers of this network (IPv4 /24, IPv6 /48) joined in the window (a member joining again is let through); `Retry-After`, `RateLimit-Policy: \"network\";q=…;w=…`, `RateLimit`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`, with `Retry-After`: the room's state cannot be reached (fail closed: nobody is admitted by accident), or the edge has no `ROOM_SECRETS` (or no `POW_SECRETS` for a SKU with `proof_of_work`)", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]
@@ -188,12 +200,13 @@ fn queue_join() {}
     ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
-        (status = 200, description = "The place in line, or the pass", body = crate::room::answer::QueueAnswer),
+        (status = 200, description = "The place in line, or the pass (`RateLimit-Policy: \"queue\";q=…;w=…` and `RateLimit`)", body = crate::room::answer::QueueAnswer),
         (status = 400, description = "`invalid_request`: malformed SKU", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_in_queue`: this shopper never joined; `unknown_sku`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 409, description = "`no_waiting_room`", body = shared::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: more joins and polls than the shopper's `queue` quota (as for a join)", body = shared::Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`, with `Retry-After` (fail closed)", body = shared::Problem, content_type = "application/problem+json"),
     )
 )]

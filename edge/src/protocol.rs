@@ -1,9 +1,10 @@
 //! The messages between the fetch handler and a user's Durable Object (JSON over the stub's
 //! `fetch`). A purchase attempt makes **one** call, `purchase` ([`PurchaseRequest`]): inside it the
-//! object runs `begin` (rate limit, idempotency lookup, shields, claim the key — no `.await`
-//! before the key is claimed), then, for a claimed attempt, sends the worker's signed call to the
-//! origin itself and runs `finish` with the answer (store or release the key), and hands back
-//! the verdict and the origin's answer ([`PurchaseReply`]). [`BeginRequest`] / [`FinishRequest`]
+//! object runs `begin` (idempotency lookup first, then — for new work only — the worker's verdict
+//! on its checks, the proof, the rate limit, the shields, claim the key; no `.await` before the
+//! key is claimed), then, for a claimed attempt, sends the worker's signed call to the
+//! origin itself and runs `finish` with the answer (store it, release the key or leave the key in
+//! doubt), and hands back the verdict and the origin's answer ([`PurchaseReply`]). [`BeginRequest`] / [`FinishRequest`]
 //! are the inputs of those two steps (`crate::gate`). An order request (`crate::orders`) makes
 //! `limit` (its own rate-limit bucket) and, after a cancellation the origin confirmed, `returned`
 //! (the units go back to the user's count).
@@ -47,6 +48,13 @@ pub struct BeginRequest {
     /// the object spends it, once, before anything else (`crate::gate::begin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<crate::proof::Spend>,
+    /// A check of the worker that guards only new work refused this attempt (the waiting room's
+    /// pass, `not_started` / `sale_paused`, the proof's format or binding, the network's bound,
+    /// the sale's defences unknown): the object answers a key already decided, in flight or
+    /// reused as usual, and anything else with [`Verdict::Refused`], changing nothing
+    /// (`crate::gate::begin`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_work_refused: bool,
 }
 
 fn default_schedule_margin_ms() -> i64 {
@@ -85,6 +93,10 @@ pub enum Verdict {
     /// The attempt's proof of work was spent before (`403 proof_rejected`); nothing else was
     /// looked at or changed.
     ProofSpent,
+    /// New work (the key is not decided, in flight or reused) that a check of the worker refused
+    /// (`BeginRequest::new_work_refused`): the worker answers its refusal; nothing was charged,
+    /// spent or changed.
+    Refused,
 }
 
 /// The outcome of `begin`.
@@ -103,7 +115,7 @@ pub struct OriginCall {
     pub headers: Vec<(String, String)>,
     /// The canonical `{"sku":…,"qty":…}` that was signed.
     pub body: String,
-    /// `ORIGIN_TIMEOUT_MS`: past it, the attempt is answered 503 and its key released.
+    /// `ORIGIN_TIMEOUT_MS`: past it, the attempt is answered 503 and its key left in doubt.
     pub timeout_ms: u32,
 }
 
@@ -125,7 +137,7 @@ pub struct PurchaseReply {
 }
 
 /// `finish`: the origin answered `status`/`body` to attempt `attempt` (or could not be had, in
-/// which case the status is 503 and the key is released).
+/// which case the status is 503 and the key is left in doubt: retried as that attempt).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FinishRequest {
     pub key: String,
@@ -134,6 +146,10 @@ pub struct FinishRequest {
     pub qty: u32,
     pub status: u16,
     pub body: String,
+    /// The id of the proof of work the attempt spent, kept with a key left in doubt (a 503):
+    /// its retry may show it again (`crate::idempotency::State::InDoubt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
 }
 
 /// The outcome of `finish`.

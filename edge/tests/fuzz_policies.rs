@@ -24,7 +24,7 @@ use edge::config::Settings;
 use edge::forward::{self, Outcome};
 use edge::gate::{self, RecordChange, Snapshot};
 use edge::gcra::{Decision, Policy, PolicyError};
-use edge::idempotency::{self, Disposition, Record, State};
+use edge::idempotency::{self, Disposition, Lookup, Record, State};
 use edge::jwt::{self, TokenError, TokenRules};
 use edge::protocol::{
     BeginReply, BeginRequest, FinishReply, FinishRequest, RateOutcome, RateSettings, Verdict,
@@ -1258,7 +1258,7 @@ fn gate_begin_decides_consistently() {
             1u32..=60,
         ),
         (0i64..=i64::MAX, 1_700_000_000_000i64..=1_700_000_200_000),
-        any::<i64>(),
+        (any::<i64>(), any::<bool>()),
         prop_oneof![any::<i64>(), 1i64..=60_000],
     );
     fuzz(
@@ -1268,7 +1268,7 @@ fn gate_begin_decides_consistently() {
             (record, tat, bought),
             (fp, qty, facts, quota, window),
             (any_now, now),
-            next,
+            (next, new_work_refused),
             timeout,
         )| {
             let Ok(policy) = Policy::new("purchase", quota, window) else {
@@ -1296,6 +1296,7 @@ fn gate_begin_decides_consistently() {
                 count_ttl_ms: 5_000,
                 schedule_margin_ms: 2_000,
                 proof: None,
+                new_work_refused,
             };
             for now_ms in [any_now, now] {
                 let bought = gate::counted_units(&snap, now_ms, req.count_ttl_ms);
@@ -1306,6 +1307,20 @@ fn gate_begin_decides_consistently() {
                         prop_assert!(limited);
                         prop_assert_eq!(effects.record, RecordChange::Keep);
                         prop_assert_eq!(effects.new_tat_us, None);
+                    }
+                    Verdict::Proceed { .. } | Verdict::Answered { .. } if new_work_refused => {
+                        return Err(fail("new work the worker refused went on"));
+                    }
+                    Verdict::Refused => {
+                        // Only new work (no live record of the same request) is refused, and
+                        // nothing changes.
+                        prop_assert!(new_work_refused);
+                        let live = matches!(
+                            idempotency::lookup(snap.record.as_ref(), fp, now_ms, timeout),
+                            Lookup::Proceed
+                        );
+                        prop_assert!(live);
+                        prop_assert_eq!(&effects, &gate::Effects::default());
                     }
                     Verdict::Proceed { attempt } => {
                         prop_assert_eq!(*attempt, next);
@@ -1407,6 +1422,7 @@ fn gate_finish_stores_only_what_the_contract_stores() {
                 qty,
                 status,
                 body: body.clone(),
+                proof: (attempt % 3 == 0).then(|| "c0ffee".to_owned()),
             };
             let (reply, effects) = gate::finish(record.as_ref(), &req, now);
             let applies = idempotency::finish_applies(record.as_ref(), attempt);
@@ -1416,10 +1432,29 @@ fn gate_finish_stores_only_what_the_contract_stores() {
             let want_store = status == 201
                 || code.is_some_and(|c| c.is_stored_outcome() && c.status() == status);
             prop_assert_eq!(store, want_store);
+            // No answer to trust (a 5xx the origin did not store): the key stays, in doubt.
+            let doubt = !store && status >= 500;
             if !applies {
                 prop_assert_eq!(&effects.record, &RecordChange::Keep);
             } else if store {
-                prop_assert!(effects.record.stores_done());
+                let done = matches!(
+                    &effects.record,
+                    RecordChange::Put(Record {
+                        state: State::Done { .. },
+                        ..
+                    })
+                );
+                prop_assert!(done);
+            } else if doubt {
+                let RecordChange::Put(Record {
+                    state: State::InDoubt { proof },
+                    ..
+                }) = &effects.record
+                else {
+                    return Err(fail("a 5xx did not leave the key in doubt"));
+                };
+                prop_assert_eq!(proof, &req.proof);
+                prop_assert!(effects.record.kept());
             } else {
                 prop_assert_eq!(&effects.record, &RecordChange::Delete);
             }
@@ -2021,6 +2056,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                 count_ttl_ms: 5_000,
                 schedule_margin_ms: 2_000,
                 proof: None,
+                new_work_refused: false,
             },
         );
     let input = (
@@ -2046,6 +2082,7 @@ fn durable_object_messages_parse_safely_and_round_trip() {
                 qty: b.qty,
                 status,
                 body,
+                proof: (attempt % 2 == 0).then(|| "c0ffee".to_owned()),
             };
             let text = serde_json::to_string(&f).map_err(fail)?;
             prop_assert_eq!(serde_json::from_str::<FinishRequest>(&text).ok(), Some(f));

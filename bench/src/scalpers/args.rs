@@ -1,6 +1,6 @@
 //! What every part of a `bench scalpers` run reads: its command line ([`ScalpersArgs`], with how
-//! honest browsers are emulated, [`HonestSolver`]) and the defended sale's defences
-//! ([`Defence`]). A leaf: the run (`super`), its sales (`super::sale`) and the report
+//! honest browsers are emulated, [`HonestSolver`]), the defended sale's defences ([`Defence`])
+//! and the farm's plan ([`FarmPlan`]). A leaf: the run (`super`), its sales (`super::sale`) and the report
 //! (`super::report`) read it; it reads none of them.
 
 use std::path::PathBuf;
@@ -18,6 +18,12 @@ pub(super) struct Defence {
     pub(super) max_bits: u8,
     pub(super) units: u32,
     pub(super) window_secs: u32,
+}
+
+/// The farm of one sale: how many of its accounts stockpile a proof before the start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct FarmPlan {
+    pub(super) stockpile: usize,
 }
 
 /// How the honest shoppers' browsers are emulated.
@@ -71,6 +77,11 @@ pub(crate) struct ScalpersArgs {
     /// `network_limits.window_secs` of the defended sale.
     #[arg(long, default_value_t = 3600)]
     pub(super) network_window_secs: u32,
+    /// Also run the defended sale against a farm that stockpiles this many proofs before the start
+    /// (its challenges fetched one by one over the lead time, so the price stays low, and fired
+    /// at the start; issue 35). 0: no such sale. Give it a longer `--lead-secs` (e.g. 20).
+    #[arg(long, default_value_t = 0)]
+    pub(super) farm_stockpile: usize,
     /// The farm retries a `429 network_limit` with `Retry-After: 1` after this share of it, on
     /// average.
     #[arg(long, default_value_t = 0.25)]

@@ -16,7 +16,15 @@
 //!   given up: none of its accounts tries again, and their queued solves are dropped;
 //! - `429 rate_limited` is honoured (an earlier try is refused again and burns a proof);
 //! - `503` is retried after at most 200 ms, `409 not_started` at the start, a transport error
-//!   after 100 ms; `409 sold_out` stops the whole farm.
+//!   after 100 ms — with the same key and proof (the edge takes it as that same attempt), even
+//!   once the network is given up, to learn whether it bought; `409 sold_out` stops the whole
+//!   farm.
+//!
+//! A **stockpiling** farm (`--farm-stockpile N`, issue 35) also has `N` of its accounts fetch a
+//! challenge each in the quiet seconds before the start, paced so the price stays low, and solve
+//! it then ([`stockpile`]); at the start they fire those proofs at once, while honest shoppers
+//! are still solving theirs at the peak price. An edge that issues no challenge for a purchase
+//! before the start (`409 not_started`) leaves them with nothing stockpiled.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +55,11 @@ pub(super) struct Farm {
     pub(super) sold_out: AtomicBool,
     pub(super) units: AtomicU64,
     pub(super) challenges: AtomicU64,
+    /// Challenges asked for before the start, and those given (and solved).
+    pub(super) stockpile_asked: AtomicU64,
+    pub(super) stockpiled: AtomicU64,
+    /// The bits of the challenges stockpiled.
+    pub(super) stockpile_bits: Mutex<Vec<u32>>,
     pub(super) order_ids: Mutex<Vec<String>>,
     /// `429 network_limit` with `Retry-After: 1` is retried after this share of it, on average.
     pub(super) retry_share: f64,
@@ -76,15 +89,60 @@ pub(super) fn partial_wait(retry_after: Duration, share: f64) -> Duration {
     Duration::from_secs_f64(rand::rng().random_range(0.0..=2.0 * mean))
 }
 
-/// Runs one farm account through the sale.
-pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
+/// A proof stockpiled before the start: at `at`, `me` asks for a challenge and solves it on the
+/// farm's solver thread. `None` when the edge gives none (`409 not_started`) or it cannot be had.
+pub(super) async fn stockpile(
+    ctx: &SaleCtx,
+    farm: &Farm,
+    me: &FarmAccount,
+    at: Instant,
+) -> Option<String> {
+    tokio::time::sleep_until(at.into()).await;
+    farm.stockpile_asked.fetch_add(1, Ordering::Relaxed);
+    farm.challenges.fetch_add(1, Ordering::Relaxed);
+    match client::challenge(&me.client, &ctx.edge, &ctx.sku, &me.token).await {
+        Ok(challenge) => {
+            ctx.farm.add(
+                Call::Challenge,
+                &Answer {
+                    status: 200,
+                    ..Answer::default()
+                },
+            );
+            let bits = challenge.maxnumber.max(1).ilog2();
+            let solved = farm.solver.solve(challenge, None).await?;
+            farm.stockpiled.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut b) = farm.stockpile_bits.lock() {
+                b.push(bits);
+            }
+            Some(solved.solution.encode())
+        }
+        Err(answer) => {
+            ctx.farm.add(Call::Challenge, &answer);
+            None
+        }
+    }
+}
+
+/// Runs one farm account through the sale, firing `stockpiled` (a proof solved before the start)
+/// first if it has one.
+pub(super) async fn account(
+    ctx: &SaleCtx,
+    farm: &Farm,
+    me: FarmAccount,
+    stockpiled: Option<String>,
+) {
     tokio::time::sleep_until(ctx.start.into()).await;
-    let mut proof: Option<String> = None;
+    let mut proof: Option<String> = stockpiled;
     let mut bought = 0;
     // A key is kept across a 503 or a dropped connection, as the contract asks (the origin may
     // have decided it: the retry replays the answer); every other answer takes a new one.
     let mut key = uuid::Uuid::new_v4().to_string();
-    while Instant::now() < ctx.deadline && !farm.stopped(&me) {
+    // The last attempt got no answer (503, dropped connection): the origin may have sold it, so
+    // the account retries it — with the same key and proof, which the edge takes as that same
+    // attempt — to learn its answer, even once its network is given up.
+    let mut in_doubt = false;
+    while Instant::now() < ctx.deadline && (in_doubt || !farm.stopped(&me)) {
         if ctx.defended && proof.is_none() {
             farm.challenges.fetch_add(1, Ordering::Relaxed);
             match client::challenge(&me.client, &ctx.edge, &ctx.sku, &me.token).await {
@@ -110,6 +168,11 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
                         429 => {
                             tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
                         }
+                        // No purchase challenge before the start: at the start, then.
+                        409 if answer.is(409, "not_started") => {
+                            let wait = ctx.start.saturating_duration_since(Instant::now());
+                            tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+                        }
                         _ => return,
                     }
                     continue;
@@ -126,14 +189,26 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
         )
         .await;
         ctx.farm.add(Call::Purchase, &answer);
-        if !matches!(answer.status, 0 | 503) {
+        // In doubt until an answer settles the key (a 201 or the origin's refusal); meanwhile a
+        // refusal of new work (the network's bound, its proof) leaves the key as it is.
+        let settles = answer.status == 201
+            || answer.is(409, "sold_out")
+            || answer.is(409, "purchase_limit")
+            || matches!(answer.status, 404 | 422);
+        if matches!(answer.status, 0 | 503) {
+            in_doubt = true;
+        } else if settles {
+            in_doubt = false;
+        }
+        if !in_doubt {
             key = uuid::Uuid::new_v4().to_string();
         }
-        // Refusals decided before the shopper's gate leave the proof unspent.
+        // Refusals decided before the shopper's gate leave the proof unspent; after a 503 it is
+        // still the attempt's own, for its retry.
         let unspent = answer.is(429, "network_limit")
             || answer.is(409, "not_started")
             || answer.status == 428
-            || answer.status == 0;
+            || matches!(answer.status, 0 | 503);
         if !unspent {
             proof = None;
         }
@@ -178,10 +253,12 @@ pub(super) async fn account(ctx: &SaleCtx, farm: &Farm, me: FarmAccount) {
                 tokio::time::sleep(wait.min(Duration::from_millis(200))).await;
             }
             0 => tokio::time::sleep(Duration::from_millis(100)).await,
-            // A proof refused (spent, expired): a fresh one next time round; an attempt in
-            // flight under another key: a new key next time round.
+            // A proof refused (spent, expired): a fresh one next time round. A key still in
+            // flight: again shortly (in doubt: the same key; else a new one).
             403 if answer.is(403, "proof_rejected") => {}
-            409 if answer.is(409, "idempotency_in_flight") => {}
+            409 if answer.is(409, "idempotency_in_flight") => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             428 => {}
             _ => return,
         }

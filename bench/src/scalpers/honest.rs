@@ -2,7 +2,8 @@
 //! its jitter, fetches a challenge when the sale asks for a proof of work, solves it as fast as
 //! its browser would (`--honest-hashes-per-sec`), buys with one Idempotency-Key, and retries only
 //! what a real client retries: `503` and `429` after their `Retry-After`, `403 proof_rejected`
-//! with a fresh challenge, `409 not_started` after its `Retry-After`. It stops at `201`,
+//! with a fresh challenge, `409 not_started` (to the purchase or its challenge) after its
+//! `Retry-After`. It stops at `201`,
 //! `409 sold_out` or `409 purchase_limit` (or anything else it does not know how to retry).
 //! Its latency runs from the click to that final answer.
 
@@ -108,6 +109,12 @@ pub(super) async fn shop(ctx: &SaleCtx, browser: &Browser, me: Honest) -> Honest
                             tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
                             continue;
                         }
+                        // No purchase challenge before the start (a click a moment early): again
+                        // after its Retry-After, as the sale page does.
+                        409 if answer.is(409, "not_started") => {
+                            tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
+                            continue;
+                        }
                         // The sale dropped its proof of work: buy without one.
                         409 if answer.is(409, "proof_not_required") => {}
                         _ => return end(out, &answer),
@@ -139,6 +146,11 @@ pub(super) async fn shop(ctx: &SaleCtx, browser: &Browser, me: Honest) -> Honest
             }
             429 | 503 => {
                 tokio::time::sleep(answer.retry_after_or(Duration::from_secs(1))).await;
+            }
+            // The same key is still being decided (an earlier try the client gave up on): check
+            // again in a second, as the sale page does.
+            409 if answer.is(409, "idempotency_in_flight") => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             // A transport error: the page would try again a moment later.
             0 => tokio::time::sleep(Duration::from_secs(1)).await,

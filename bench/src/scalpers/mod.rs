@@ -35,8 +35,8 @@ mod stack;
 
 use anyhow::Context;
 
-use args::Defence;
 pub(crate) use args::ScalpersArgs;
+use args::{Defence, FarmPlan};
 use report::SaleOutcome;
 use stack::{EdgeSettings, Stack};
 
@@ -101,6 +101,12 @@ pub(crate) async fn run(args: &ScalpersArgs, command_line: &str) -> anyhow::Resu
         "defence ON: proof_of_work {{min_bits: {}, max_bits: {}}}, network_limits {{units: {}, window_secs: {}}}; OFF: neither",
         defence.min_bits, defence.max_bits, defence.units, defence.window_secs
     );
+    if args.farm_stockpile > 0 {
+        println!(
+            "stockpiling farm: {} of its accounts each ask for a challenge before the start (evenly over the {} s lead) and fire its solution at the start",
+            args.farm_stockpile, args.lead_secs
+        );
+    }
     println!(
         "connections: every honest shopper is a separate client from its own address: cold = opened at its click (inside its latency), warm = opened before the start; the farm's are always opened before the start\n"
     );
@@ -126,17 +132,28 @@ pub(crate) async fn run(args: &ScalpersArgs, command_line: &str) -> anyhow::Resu
         .all(|s| s.invariants.ok() && s.server_errors() == 0))
 }
 
-/// Per connection mode, the undefended sale then the defended one.
+/// Per connection mode, the undefended sale, the defended one and — with `--farm-stockpile` — the
+/// defended one against a stockpiling farm.
 async fn sales(
     stack: &Stack,
     args: &ScalpersArgs,
     defence: Defence,
 ) -> anyhow::Result<Vec<SaleOutcome>> {
     let mut out = Vec::new();
+    let stockpiling = FarmPlan {
+        stockpile: args.farm_stockpile,
+    };
+    let mut plans = vec![
+        ("off", None, FarmPlan::default()),
+        ("on", Some(defence), FarmPlan::default()),
+    ];
+    if args.farm_stockpile > 0 {
+        plans.push(("stockpile", Some(defence), stockpiling));
+    }
     for &mode in &args.connections {
-        for (name, d) in [("off", None), ("on", Some(defence))] {
-            eprintln!("== {mode} connections, defence {}", name.to_uppercase());
-            let outcome = sale::run(stack, args, name, d, mode).await?;
+        for &(name, d, plan) in &plans {
+            eprintln!("== {mode} connections, sale {}", name.to_uppercase());
+            let outcome = sale::run(stack, args, name, d, plan, mode).await?;
             eprintln!(
                 "   honest {} + farm {} units of {}; {} 5xx",
                 outcome.honest_units,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::args::Defence;
+use super::args::{Defence, FarmPlan};
 use super::honest::HonestOutcome;
 use super::solver::SolverStats;
 use crate::books::Invariants;
@@ -18,6 +18,12 @@ use crate::targets::Connections;
 pub(super) struct SaleOutcome {
     pub(super) connections: Connections,
     pub(super) defence: Option<Defence>,
+    pub(super) plan: FarmPlan,
+    /// Challenges the farm asked for before the start (`--farm-stockpile`), those it got and
+    /// solved, and their bits (ascending).
+    pub(super) stockpile_asked: u64,
+    pub(super) stockpiled: u64,
+    pub(super) stockpile_bits: Vec<u32>,
     pub(super) stock: i64,
     pub(super) honest_units: u64,
     pub(super) farm_units: u64,
@@ -124,7 +130,23 @@ impl SaleOutcome {
 
     fn column(&self) -> String {
         let defence = if self.defence.is_some() { "ON" } else { "OFF" };
-        format!("defence {defence}, {} honest", self.connections)
+        let farm = if self.plan.stockpile > 0 {
+            format!(", farm stockpiling {}", self.plan.stockpile)
+        } else {
+            String::new()
+        };
+        format!("defence {defence}{farm}, {} honest", self.connections)
+    }
+
+    fn stockpile(&self) -> String {
+        if self.plan.stockpile == 0 {
+            return "-".into();
+        }
+        let bits = match (self.stockpile_bits.first(), self.stockpile_bits.last()) {
+            (Some(lo), Some(hi)) => format!(" at {lo}–{hi} bits"),
+            _ => String::new(),
+        };
+        format!("{} / {}{bits}", self.stockpile_asked, self.stockpiled)
     }
 }
 
@@ -140,11 +162,11 @@ fn signed_secs(ms: Option<f64>) -> String {
     ms.map_or("-".into(), |ms| format!("{:+.2} s", ms / 1_000.0))
 }
 
-/// The undefended sale with the same connections as `on`.
+/// The undefended sale with the same connections (and farm) as `on`.
 fn baseline<'a>(sales: &'a [SaleOutcome], on: &SaleOutcome) -> Option<&'a SaleOutcome> {
-    sales
-        .iter()
-        .find(|s| s.defence.is_none() && s.connections == on.connections)
+    sales.iter().find(|s| {
+        s.defence.is_none() && s.connections == on.connections && s.plan == FarmPlan::default()
+    })
 }
 
 /// The side-by-side table (markdown).
@@ -173,6 +195,9 @@ pub(super) fn table(sales: &[SaleOutcome]) -> String {
     });
     row("farm challenges fetched / solved", &|s| {
         format!("{} / {}", s.farm_challenges, s.farm_solver.solved)
+    });
+    row("farm proofs asked / stockpiled before the start", &|s| {
+        s.stockpile()
     });
     row("honest latency p50 (click → answer)", &|s| {
         secs(s.latency(0.5))
@@ -301,9 +326,14 @@ pub(super) fn goals(sales: &[SaleOutcome]) -> Vec<(String, bool)> {
     for on in sales.iter().filter(|s| s.defence.is_some()) {
         let c = on.connections;
         let share = on.honest_share().unwrap_or(0.0);
+        let farm = if on.plan.stockpile > 0 {
+            " against the stockpiling farm"
+        } else {
+            ""
+        };
         out.push((
             format!(
-                "{c}: honest share with the defence ≥ 90 %: {}",
+                "{c}: honest share with the defence{farm} ≥ 90 %: {}",
                 pct(on.honest_share())
             ),
             share >= 0.9,
@@ -343,6 +373,10 @@ pub(super) fn json(sales: &[SaleOutcome], command_line: &str, load: &str) -> ser
                     "units": d.units, "window_secs": d.window_secs,
                 })),
                 "connections": s.connections.to_string(),
+                "farm_stockpile": s.plan.stockpile,
+                "stockpile_asked": s.stockpile_asked,
+                "stockpiled": s.stockpiled,
+                "stockpile_bits": s.stockpile_bits,
                 "stock": s.stock,
                 "honest_units": s.honest_units,
                 "farm_units": s.farm_units,
@@ -405,6 +439,10 @@ mod tests {
                 units: 5,
                 window_secs: 3600,
             }),
+            plan: FarmPlan::default(),
+            stockpile_asked: 0,
+            stockpiled: 0,
+            stockpile_bits: Vec::new(),
             stock: 500,
             honest_units: honest,
             farm_units: farm,

@@ -13,7 +13,7 @@ use anyhow::Context;
 use rand::{Rng, SeedableRng};
 
 use super::addresses;
-use super::args::{Defence, HonestSolver, ScalpersArgs};
+use super::args::{Defence, FarmPlan, HonestSolver, ScalpersArgs};
 use super::client::{self, SaleCtx, Tally};
 use super::farm::{self, Farm, FarmAccount};
 use super::honest::{self, Browser, Honest, HonestOutcome};
@@ -34,12 +34,23 @@ pub(super) fn clicks(n: usize, jitter: Duration, seed: u64) -> Vec<Duration> {
         .collect()
 }
 
-/// Runs the sale `name` (`off`, `on`) with `defence` and `connections`; see the module docs.
+/// When each of `n` stockpiling accounts asks for its challenge: evenly from `from` to `until`,
+/// so the price the quiet sale asks stays low.
+pub(super) fn stockpile_times(n: usize, from: Instant, until: Instant) -> Vec<Instant> {
+    let span = until.saturating_duration_since(from);
+    (0..n)
+        .map(|i| from + span.mul_f64(i as f64 / n.max(1) as f64))
+        .collect()
+}
+
+/// Runs the sale `name` (`off`, `on`, `stockpile`) with `defence`, `plan` and `connections`; see
+/// the module docs.
 pub(super) async fn run(
     stack: &Stack,
     args: &ScalpersArgs,
     name: &str,
     defence: Option<Defence>,
+    plan: FarmPlan,
     connections: Connections,
 ) -> anyhow::Result<SaleOutcome> {
     let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
@@ -181,6 +192,9 @@ pub(super) async fn run(
         sold_out: AtomicBool::new(false),
         units: AtomicU64::new(0),
         challenges: AtomicU64::new(0),
+        stockpile_asked: AtomicU64::new(0),
+        stockpiled: AtomicU64::new(0),
+        stockpile_bits: std::sync::Mutex::new(Vec::new()),
         order_ids: std::sync::Mutex::new(Vec::new()),
         retry_share: args.farm_retry_share,
         max_per_user: u64::try_from(args.max_per_user)?,
@@ -193,11 +207,26 @@ pub(super) async fn run(
             tokio::spawn(async move { honest::shop(&ctx, &browser, me).await })
         })
         .collect();
+    // The stockpilers ask from now until a second before the start, round-robin over the
+    // networks (account j is in network j mod n).
+    let times = stockpile_times(
+        plan.stockpile.min(accounts.len()),
+        Instant::now(),
+        start - Duration::from_secs(1),
+    );
     let farm_tasks: Vec<_> = accounts
         .into_iter()
-        .map(|me| {
+        .enumerate()
+        .map(|(j, me)| {
             let (ctx, the_farm) = (ctx.clone(), the_farm.clone());
-            tokio::spawn(async move { farm::account(&ctx, &the_farm, me).await })
+            let at = times.get(j).copied();
+            tokio::spawn(async move {
+                let proof = match at {
+                    Some(at) => farm::stockpile(&ctx, &the_farm, &me, at).await,
+                    None => None,
+                };
+                farm::account(&ctx, &the_farm, me, proof).await;
+            })
         })
         .collect();
     let mut honest_outcomes: Vec<HonestOutcome> = Vec::with_capacity(honest_tasks.len());
@@ -241,9 +270,15 @@ pub(super) async fn run(
         ));
     }
     let ctx = Arc::into_inner(ctx).context("the sale is still shared")?;
+    let mut stockpile_bits = the_farm.stockpile_bits.into_inner().unwrap_or_default();
+    stockpile_bits.sort_unstable();
     Ok(SaleOutcome {
         connections,
         defence,
+        plan,
+        stockpile_asked: the_farm.stockpile_asked.into_inner(),
+        stockpiled: the_farm.stockpiled.into_inner(),
+        stockpile_bits,
         stock: args.stock,
         honest_units,
         farm_units,
@@ -272,5 +307,16 @@ mod tests {
         let early = a.iter().filter(|c| **c < Duration::from_secs(1)).count();
         assert!((400..=600).contains(&early), "{early}");
         assert!(clicks(3, Duration::ZERO, 1).iter().all(|c| c.is_zero()));
+    }
+
+    #[test]
+    fn the_stockpilers_ask_evenly_before_the_start() {
+        let from = Instant::now();
+        let t = stockpile_times(4, from, from + Duration::from_secs(8));
+        assert_eq!(
+            t.iter().map(|t| *t - from).collect::<Vec<_>>(),
+            [0, 2, 4, 6].map(Duration::from_secs)
+        );
+        assert!(stockpile_times(0, from, from).is_empty());
     }
 }

@@ -261,3 +261,31 @@ fn secrets_shorter_than_the_origin_accepts_are_refused() {
     let err = Settings::from_lookup(lookup(&list)).expect_err("short list entry");
     assert_eq!(err.name, "SESSION_SECRETS");
 }
+
+#[test]
+fn challenges_share_the_purchase_limit_and_the_queue_has_its_own() {
+    let s = Settings::from_lookup(lookup(&REQUIRED)).expect("valid");
+    let shape = |p: &crate::gcra::Policy| (p.name().to_owned(), p.quota(), p.window_secs());
+    assert_eq!(shape(&s.challenge_rate_limit), ("challenge".into(), 5, 10));
+    assert_eq!(shape(&s.queue_rate_limit), ("queue".into(), 30, 10));
+    let mut pairs = REQUIRED.to_vec();
+    pairs.extend([
+        ("RATE_LIMIT_QUOTA", "20"),
+        ("RATE_LIMIT_WINDOW_SECS", "60"),
+        ("QUEUE_RATE_LIMIT_QUOTA", "100"),
+        ("QUEUE_RATE_LIMIT_WINDOW_SECS", "20"),
+    ]);
+    let s = Settings::from_lookup(lookup(&pairs)).expect("valid");
+    assert_eq!(shape(&s.challenge_rate_limit), ("challenge".into(), 20, 60));
+    assert_eq!(shape(&s.queue_rate_limit), ("queue".into(), 100, 20));
+    for (name, bad) in [
+        ("QUEUE_RATE_LIMIT_QUOTA", "0"),
+        ("QUEUE_RATE_LIMIT_WINDOW_SECS", "0"),
+        ("QUEUE_RATE_LIMIT_QUOTA", "lots"),
+    ] {
+        let mut pairs = REQUIRED.to_vec();
+        pairs.push((name, bad));
+        let err = Settings::from_lookup(lookup(&pairs)).expect_err(name);
+        assert_eq!(err.name, name, "{err}");
+    }
+}

@@ -22,7 +22,7 @@ pub enum Outcome {
         body: String,
         replayed: bool,
     },
-    /// The origin could not decide (5xx, or a non-problem error): answer this 503, release the key.
+    /// The origin could not decide (5xx, or a non-problem error): answer this 503 and leave the key in doubt.
     Unavailable(Reply),
 }
 
@@ -61,8 +61,9 @@ pub fn unavailable() -> Reply {
 }
 
 /// What the origin's answer to a forwarded purchase comes to, as the user's Durable Object hands
-/// it back to the worker: the status and body the shopper gets (and `finish` stores or releases
-/// the key with), whether the origin replayed it, and the `Retry-After` to pass on.
+/// it back to the worker: the status and body the shopper gets (which `finish` stores with the
+/// key, or releases or leaves in doubt the key on), whether the origin replayed it, and the
+/// `Retry-After` to pass on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forwarded {
     pub status: u16,
@@ -107,6 +108,15 @@ impl Forwarded {
             }
             Outcome::Unavailable(reply) => Self::unavailable(&reply),
         }
+    }
+
+    /// Whether the origin sold the attempt its units, to count against its network: a 201, fresh
+    /// or replayed by the origin. The shopper's gate lets an attempt through to the origin only
+    /// when it holds no answer for its key, so an origin replay of a 201 is a unit the edge
+    /// never counted: sold while the edge timed out (or failed) waiting for it, and learned now
+    /// (issue 35). A replay the gate answers itself never gets here.
+    pub fn sold(&self) -> bool {
+        self.status == 201
     }
 
     fn unavailable(reply: &Reply) -> Self {
@@ -231,6 +241,33 @@ mod tests {
                 .reply()
                 .header("retry-after"),
             Some("7")
+        );
+    }
+
+    /// Issue 35: a unit sold while the edge timed out waiting for the origin was never counted
+    /// against its network; the retry of its key learns it from the origin's replay.
+    #[test]
+    fn a_201_the_origin_replays_to_a_claimed_attempt_is_a_sale_to_count() {
+        let answer = |status, replayed| OriginAnswer {
+            status,
+            body: br#"{"order_id":"o"}"#,
+            retry_after: None,
+            replayed,
+        };
+        let replayed = Forwarded::from_origin(Some(answer(201, true)));
+        assert!(replayed.replayed && replayed.sold());
+        assert!(Forwarded::from_origin(Some(answer(201, false))).sold());
+        let sold_out = Problem::new(ErrorCode::SoldOut, "x").to_json();
+        let refusal = Forwarded::from_origin(Some(OriginAnswer {
+            status: 409,
+            body: sold_out.as_bytes(),
+            retry_after: None,
+            replayed: true,
+        }));
+        assert!(!refusal.sold());
+        assert!(
+            !Forwarded::from_origin(None).sold(),
+            "a timeout sold nothing we know of"
         );
     }
 }

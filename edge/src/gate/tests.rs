@@ -1,4 +1,5 @@
-//! The per-user gate's decisions, natively: the order inside `begin` (proof, rate, key, shields),
+//! The per-user gate's decisions, natively: the order inside `begin` (key, new work's checks,
+//! proof, rate, shields),
 //! what `finish` stores or releases, the cap's count, the purge.
 
 use super::*;
@@ -28,6 +29,7 @@ fn req(fp: &str) -> BeginRequest {
         count_ttl_ms: 5_000,
         schedule_margin_ms: 2_000,
         proof: None,
+        new_work_refused: false,
     }
 }
 
@@ -104,6 +106,7 @@ fn finish_req(attempt: i64, status: u16, body: &str) -> FinishRequest {
         qty: 1,
         status,
         body: body.into(),
+        proof: None,
     }
 }
 
@@ -133,7 +136,7 @@ fn a_purchase_round_trip_then_replay() {
         NOW + 5,
     );
     assert!(fin.stored);
-    assert!(e.record.stores_done());
+    assert!(e.record.kept());
     apply(&mut snap, e);
     assert_eq!(snap.bought, 1);
 
@@ -148,15 +151,30 @@ fn a_purchase_round_trip_then_replay() {
 }
 
 #[test]
-fn a_failed_attempt_releases_the_key_and_a_stale_finish_is_ignored() {
+fn a_failed_attempt_leaves_the_key_in_doubt_and_a_stale_finish_is_ignored() {
     let mut snap = Snapshot::default();
     let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
     apply(&mut snap, e);
     let unavailable = Problem::new(ErrorCode::Unavailable, "origin down").to_json();
     let (fin, e) = finish(snap.record.as_ref(), &finish_req(1, 503, &unavailable), NOW);
     assert!(!fin.stored);
+    assert!(e.record.kept(), "purged with the done records");
     apply(&mut snap, e);
-    assert_eq!(snap.record, None);
+    assert!(matches!(
+        snap.record,
+        Some(Record {
+            state: State::InDoubt { proof: None },
+            ..
+        })
+    ));
+    // An answer the origin gave without deciding anything (a 400) releases the key.
+    let mut released = Snapshot::default();
+    let (_, e) = begin(&policy(), &released, &req("f"), NOW, 1);
+    apply(&mut released, e);
+    let bad = Problem::new(ErrorCode::InvalidRequest, "x").to_json();
+    let (_, e) = finish(released.record.as_ref(), &finish_req(1, 400, &bad), NOW);
+    apply(&mut released, e);
+    assert_eq!(released.record, None);
 
     let (again, e) = begin(&policy(), &snap, &req("f"), NOW + 1, 2);
     assert_eq!(again.verdict, Verdict::Proceed { attempt: 2 });
@@ -221,7 +239,7 @@ fn shields_answer_after_the_idempotency_lookup_and_store_nothing() {
     // Counted by the rate limit, but the key stays free: the origin never decided it.
     assert!(e.new_tat_us.is_some());
     assert_eq!(e.record, RecordChange::Keep);
-    assert!(!e.record.stores_done());
+    assert!(!e.record.kept());
     apply(&mut snap, e);
     assert_eq!(snap.record, None);
 
@@ -416,7 +434,7 @@ fn a_proof_is_spent_by_the_first_attempt_that_carries_it_and_refuses_every_later
         "{reply:?}"
     );
     assert_eq!(e.spend, Some(spend.clone()), "recorded as spent");
-    // Spent: refused before the rate limit is charged or the key is looked at.
+    // Spent: refused before the rate limit is charged (the key was new work).
     let spent = Snapshot {
         proof_spent: true,
         ..Snapshot::default()
@@ -440,4 +458,202 @@ fn a_proof_is_spent_by_the_first_attempt_that_carries_it_and_refuses_every_later
     let (reply, e) = begin(&policy(), &spent, &req("f"), NOW, 4);
     assert!(matches!(reply.verdict, Verdict::Proceed { .. }));
     assert_eq!(e.spend, None);
+}
+
+fn decided(fp: &str, status: u16, body: &str) -> Snapshot {
+    Snapshot {
+        record: Some(Record {
+            fingerprint: fp.into(),
+            attempt: 1,
+            state: State::Done {
+                status,
+                body: body.into(),
+            },
+            updated_ms: NOW - 60_000,
+        }),
+        ..Snapshot::default()
+    }
+}
+
+/// Issue 35: a retry of a key that bought must get its 201 whatever the defences say now — the
+/// network's bound it filled itself, an expired pass, the proof it spent buying.
+#[test]
+fn a_decided_key_replays_before_any_check_of_new_work_and_spends_nothing() {
+    let spend = crate::proof::Spend {
+        id: "c0ffee".into(),
+        expires_ms: NOW + 60_000,
+    };
+    for (refused, proof, spent) in [
+        (true, None, false), // pass expired, network bound filled, not started…
+        (false, Some(spend.clone()), true), // the proof it bought with, spent by that purchase
+        (true, Some(spend.clone()), true), // both
+    ] {
+        let mut snap = decided("f", 201, r#"{"order_id":"o"}"#);
+        snap.proof_spent = spent;
+        let r = BeginRequest {
+            proof: proof.clone(),
+            new_work_refused: refused,
+            ..req("f")
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW, 2);
+        assert_eq!(
+            reply.verdict,
+            Verdict::Replay {
+                status: 201,
+                body: r#"{"order_id":"o"}"#.into()
+            },
+            "refused {refused}, proof {proof:?}"
+        );
+        // Counted by the rate limit like every attempt at a key; nothing spent or written.
+        assert!(e.new_tat_us.is_some());
+        assert_eq!(e.spend, None);
+        assert_eq!(e.record, RecordChange::Keep);
+        assert_eq!((e.bought_delta, e.count_confirmed), (0, false));
+    }
+    // A stored refusal the origin decided (sold out) replays the same way.
+    let snap = decided("f", 409, &Problem::new(ErrorCode::SoldOut, "x").to_json());
+    let r = BeginRequest {
+        new_work_refused: true,
+        ..req("f")
+    };
+    let (reply, _) = begin(&policy(), &snap, &r, NOW, 2);
+    assert!(matches!(reply.verdict, Verdict::Replay { status: 409, .. }));
+}
+
+#[test]
+fn a_key_in_flight_stays_409_and_a_reused_key_422_whatever_new_work_checks_say() {
+    let mut snap = Snapshot::default();
+    let (_, e) = begin(&policy(), &snap, &req("f"), NOW, 1);
+    apply(&mut snap, e);
+    snap.proof_spent = true;
+    let refused = BeginRequest {
+        new_work_refused: true,
+        proof: Some(crate::proof::Spend {
+            id: "c0ffee".into(),
+            expires_ms: NOW + 60_000,
+        }),
+        ..req("f")
+    };
+    let (reply, e) = begin(&policy(), &snap, &refused, NOW + 1, 2);
+    assert_eq!(reply.verdict, Verdict::InFlight);
+    assert_eq!((e.spend, e.record), (None, RecordChange::Keep));
+    let other = BeginRequest {
+        fingerprint: "g".into(),
+        ..refused
+    };
+    let (reply, _) = begin(&policy(), &snap, &other, NOW + 1, 3);
+    assert_eq!(reply.verdict, Verdict::Reused);
+    // Over the rate limit, a key's answer is the 429 (as before: every attempt counts).
+    let limited = Snapshot {
+        tat_us: Some((NOW + 60_000) * 1_000),
+        ..decided("f", 201, "{}")
+    };
+    let (reply, e) = begin(&policy(), &limited, &req("f"), NOW, 4);
+    assert_eq!(reply.verdict, Verdict::Limited);
+    assert_eq!(e, Effects::default());
+}
+
+#[test]
+fn new_work_refused_by_the_worker_is_answered_by_the_worker_and_changes_nothing() {
+    // No record, or an in-flight record past its timeout: new work.
+    let mut expired = Snapshot::default();
+    let (_, e) = begin(&policy(), &expired, &req("f"), NOW, 1);
+    apply(&mut expired, e);
+    for snap in [Snapshot::default(), expired] {
+        let r = BeginRequest {
+            new_work_refused: true,
+            proof: None,
+            facts: SkuFacts {
+                stock_bound: Some(0),
+                ..SkuFacts::default()
+            },
+            ..req("f")
+        };
+        let (reply, e) = begin(&policy(), &snap, &r, NOW + 30_000, 2);
+        assert_eq!(reply.verdict, Verdict::Refused);
+        assert_eq!(e, Effects::default(), "no rate, no spend, no record");
+        assert!(matches!(reply.rate, RateOutcome::Allowed { .. }));
+    }
+}
+
+/// Issue 35, found by `bench scalpers` under load: the origin sold a unit while the edge timed out
+/// waiting for it; the retry of its key met the edge's cached `sold_out` (and its spent proof)
+/// instead of the origin's replay. A key in doubt is retried as the same attempt.
+#[test]
+fn a_key_in_doubt_is_retried_as_that_attempt_past_the_shields_with_its_own_proof() {
+    let spend = crate::proof::Spend {
+        id: "c0ffee".into(),
+        expires_ms: NOW + 60_000,
+    };
+    let sold_out = SkuFacts {
+        stock_bound: Some(0),
+        ..SkuFacts::default()
+    };
+    let attempt = BeginRequest {
+        proof: Some(spend.clone()),
+        ..req("f")
+    };
+    let mut snap = Snapshot::default();
+    let (_, e) = begin(&policy(), &snap, &attempt, NOW, 1);
+    apply(&mut snap, e);
+    let unavailable = Problem::new(ErrorCode::Unavailable, "timed out").to_json();
+    let mut lost = finish_req(1, 503, &unavailable);
+    lost.proof = Some(spend.id.clone());
+    let (_, e) = finish(snap.record.as_ref(), &lost, NOW + 3_000);
+    apply(&mut snap, e);
+    snap.proof_spent = true;
+    // The same request again, the sale sold out meanwhile (as the edge's facts say): to the origin.
+    let retry = BeginRequest {
+        facts: sold_out,
+        ..attempt.clone()
+    };
+    let (reply, e) = begin(&policy(), &snap, &retry, NOW + 4_000, 2);
+    assert_eq!(reply.verdict, Verdict::Proceed { attempt: 2 });
+    assert!(matches!(
+        e.record,
+        RecordChange::Put(Record {
+            state: State::InFlight,
+            attempt: 2,
+            ..
+        })
+    ));
+    // …but not with another spent proof, not refused new work, not another request.
+    let other = BeginRequest {
+        proof: Some(crate::proof::Spend {
+            id: "beef".into(),
+            ..spend
+        }),
+        ..retry.clone()
+    };
+    let (reply, _) = begin(&policy(), &snap, &other, NOW + 4_000, 3);
+    assert_eq!(reply.verdict, Verdict::ProofSpent);
+    let refused = BeginRequest {
+        new_work_refused: true,
+        ..retry.clone()
+    };
+    let (reply, _) = begin(&policy(), &snap, &refused, NOW + 4_000, 4);
+    assert_eq!(reply.verdict, Verdict::Refused);
+    let (reply, _) = begin(
+        &policy(),
+        &snap,
+        &BeginRequest {
+            fingerprint: "g".into(),
+            ..retry
+        },
+        NOW,
+        5,
+    );
+    assert_eq!(reply.verdict, Verdict::Reused);
+    // A new key of the same shopper still meets the shield.
+    let fresh = BeginRequest {
+        key: "k2".into(),
+        proof: None,
+        facts: sold_out,
+        ..req("h")
+    };
+    let (reply, _) = begin(&policy(), &Snapshot::default(), &fresh, NOW, 6);
+    assert!(matches!(
+        reply.verdict,
+        Verdict::Answered { status: 409, .. }
+    ));
 }

@@ -10,7 +10,10 @@ pub mod answer;
 pub mod ledger;
 pub mod prefix;
 
-pub use ledger::{Bound, Count, Counted, Key, Kind, Local, Outcome, Refusal, Ticket};
+pub use ledger::{
+    Admission, Bound, Count, Counted, Key, Kind, Local, Outcome, Place, Refusal, Ticket, Timing,
+    Why,
+};
 pub use prefix::{CONNECTING_IP_HEADER, Network};
 
 use shared::NetworkLimits;
@@ -25,6 +28,14 @@ pub fn bound(limits: &NetworkLimits, kind: Kind) -> Option<Bound> {
         bound,
         window_secs: limits.window_secs,
     })
+}
+
+/// A shopper's account as a network's slot tells them apart ([`Local`]: one place per account).
+pub fn account(user: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    user.hash(&mut h);
+    h.finish()
 }
 
 /// The name of the ledger object of `sku`'s `network` (`{sku}#{network}`).

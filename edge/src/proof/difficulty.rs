@@ -1,15 +1,18 @@
 //! How much work a challenge asks for: between the SKU's `min_bits` and `max_bits`, rising with
-//! the SKU's arrivals per second (the challenges this Worker instance issued for it), so a shopper
+//! the SKU's arrivals per second (the shoppers this Worker instance issued challenges to), so a shopper
 //! pays little while the sale is quiet and every account of a farm pays the most at the peak.
 //!
 //! `bits(r) = min + round((max − min) · min(1, log2(1 + r) / log2(1 + peak)))`, where `r` is the
-//! arrivals per second (a sliding one-second window) and `peak` is `POW_PEAK_ARRIVALS_PER_SEC`.
+//! distinct shoppers asking per second (a sliding one-second window: one account asking fifty
+//! times counts once) and `peak` is `POW_PEAK_ARRIVALS_PER_SEC`.
 //! A challenge of `b` bits has `maxnumber = 2^b`: its number is drawn uniformly from
 //! `1..=2^b`, so a solver tries `2^(b−1)` candidates on average (the table of solve times is in
 //! docs/bot-defence.md). Demand is counted per Worker instance: each instance sees its share of
 //! its location's arrivals, which is what it can measure without a shared (hot) counter.
 
-use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use shared::ProofOfWork;
 
@@ -44,15 +47,26 @@ pub fn max_number(bits: u8) -> u64 {
     1u64 << u32::from(bits.min(ProofOfWork::MAX_BITS))
 }
 
-/// Arrivals per second over a sliding one-second window (two one-second buckets, the previous
-/// one weighted by how much of it the window still covers).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Distinct shoppers per second over a sliding one-second window (two one-second buckets, the
+/// previous one weighted by how much of it the window still covers). A shopper counts once per
+/// second however many challenges they ask for, and never for their own price: one account
+/// cannot set the price for everyone, or for itself (issue 35). A farm's accounts are distinct
+/// shoppers and raise it, as they should.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArrivalMeter {
     /// The current bucket's second (unix ms / 1000).
     second: i64,
-    current: u32,
-    previous: u32,
+    /// The shoppers seen in the current second (hashes of their ids), at most the count at which
+    /// the difficulty is at its peak: past it, more shoppers change nothing.
+    current: HashSet<u64>,
+    /// The shoppers of the second before.
+    previous: HashSet<u64>,
+    /// When the last shopper arrived (unix ms): the least recently used meters go first.
+    last_ms: i64,
 }
+
+/// Distinct shoppers a meter remembers per second at most, whatever `POW_PEAK_ARRIVALS_PER_SEC`.
+pub const MAX_COUNTED_PER_SEC: usize = 100_000;
 
 impl ArrivalMeter {
     fn roll(&mut self, now_ms: i64) {
@@ -60,35 +74,57 @@ impl ArrivalMeter {
         if second == self.second {
             return;
         }
-        self.previous = if second == self.second + 1 {
-            self.current
+        if second == self.second + 1 {
+            std::mem::swap(&mut self.previous, &mut self.current);
         } else {
-            0
-        };
-        self.current = 0;
+            self.previous.clear();
+        }
+        self.current.clear();
         self.second = second;
     }
 
-    /// The rate at `now_ms`.
-    pub fn rate(&self, now_ms: i64) -> f64 {
-        let mut meter = *self;
-        meter.roll(now_ms);
+    /// The rate at `now_ms` of the shoppers other than `shopper` (`None`: of all).
+    pub fn rate(&self, now_ms: i64, shopper: Option<u64>) -> f64 {
+        let second = now_ms.div_euclid(1_000);
+        let empty = HashSet::new();
+        let (previous, current) = if second == self.second {
+            (&self.previous, &self.current)
+        } else if second == self.second + 1 {
+            (&self.current, &empty)
+        } else {
+            (&empty, &empty)
+        };
+        let others = |set: &HashSet<u64>| {
+            let mine = shopper.is_some_and(|s| set.contains(&s));
+            (set.len() - usize::from(mine)) as f64
+        };
         let into = f64::from(u32::try_from(now_ms.rem_euclid(1_000)).unwrap_or(0)) / 1_000.0;
-        f64::from(meter.previous) * (1.0 - into) + f64::from(meter.current)
+        others(previous) * (1.0 - into) + others(current)
     }
 
-    /// Counts one arrival at `now_ms`; returns the rate of the arrivals before it (so a lone
-    /// arrival meets a quiet sale: 0).
-    pub fn arrive(&mut self, now_ms: i64) -> f64 {
-        let before = self.rate(now_ms);
+    /// Counts `shopper` arriving at `now_ms` (once per second), remembering at most `cap`
+    /// shoppers a second; returns the rate of the other shoppers (so a lone shopper, however
+    /// often they ask, meets a quiet sale: 0).
+    pub fn arrive(&mut self, now_ms: i64, shopper: u64, cap: usize) -> f64 {
+        let before = self.rate(now_ms, Some(shopper));
         self.roll(now_ms);
-        self.current = self.current.saturating_add(1);
+        self.last_ms = now_ms;
+        if self.current.len() < cap.clamp(1, MAX_COUNTED_PER_SEC) {
+            self.current.insert(shopper);
+        }
         before
     }
 }
 
+/// A shopper's id as the meters count it.
+pub fn shopper_hash(user: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    user.hash(&mut h);
+    h.finish()
+}
+
 /// Meters per SKU, bounded: past `MAX_SKUS`, meters idle for two seconds are dropped (they read
-/// 0 anyway).
+/// 0 anyway), then the least recently used ones — never all at once.
 #[derive(Debug, Default)]
 pub struct Demand {
     meters: HashMap<String, ArrivalMeter>,
@@ -97,19 +133,30 @@ pub struct Demand {
 impl Demand {
     const MAX_SKUS: usize = 4_096;
 
-    /// Counts an arrival for `sku` at `now_ms`; returns the rate of the arrivals before it.
-    pub fn arrive(&mut self, sku: &str, now_ms: i64) -> f64 {
+    /// Counts `user` arriving for `sku` at `now_ms`; returns the rate of the shoppers before it.
+    /// `peak` is `POW_PEAK_ARRIVALS_PER_SEC`: a meter need count no further.
+    pub fn arrive(&mut self, sku: &str, user: &str, now_ms: i64, peak: u32) -> f64 {
         if self.meters.len() >= Self::MAX_SKUS && !self.meters.contains_key(sku) {
             let idle = now_ms.div_euclid(1_000) - 2;
             self.meters.retain(|_, m| m.second >= idle);
             if self.meters.len() >= Self::MAX_SKUS {
-                self.meters.clear();
+                // The least recently used go: those last used in the oldest eighth of the time
+                // since the oldest one's last use.
+                let oldest = self
+                    .meters
+                    .values()
+                    .map(|m| m.last_ms)
+                    .min()
+                    .unwrap_or(now_ms);
+                let cut = oldest.saturating_add(now_ms.saturating_sub(oldest) / 8);
+                self.meters.retain(|_, m| m.last_ms > cut);
             }
         }
+        let cap = usize::try_from(peak).unwrap_or(usize::MAX).max(1);
         self.meters
             .entry(sku.to_owned())
             .or_default()
-            .arrive(now_ms)
+            .arrive(now_ms, shopper_hash(user), cap)
     }
 }
 
@@ -152,35 +199,76 @@ mod tests {
     }
 
     #[test]
-    fn the_meter_counts_the_last_second() {
+    fn the_meter_counts_the_distinct_shoppers_of_the_last_second() {
         let mut m = ArrivalMeter::default();
         for i in 0..10 {
-            m.arrive(T + i * 50);
+            m.arrive(T + i * 50, i as u64, 50);
         }
-        assert_eq!(m.rate(T + 999), 10.0);
+        assert_eq!(m.rate(T + 999, None), 10.0);
+        assert_eq!(m.rate(T + 999, Some(3)), 9.0, "never one's own price");
         // Half into the next second, half of the previous second still counts.
-        assert!((m.rate(T + 1_500) - 5.0).abs() < 1e-9);
-        assert_eq!(m.rate(T + 2_000), 0.0);
+        assert!((m.rate(T + 1_500, None) - 5.0).abs() < 1e-9);
+        assert_eq!(m.rate(T + 2_000, None), 0.0);
         assert_eq!(
-            m.arrive(T + 5_000),
+            m.arrive(T + 5_000, 1, 50),
             0.0,
             "a lone arrival meets a quiet sale"
         );
-        assert_eq!(m.rate(T + 5_001), 1.0);
+        assert_eq!(m.rate(T + 5_001, None), 1.0);
         let mut d = Demand::default();
         for i in 0..5 {
-            d.arrive("A", T + i);
+            d.arrive("A", &format!("u{i}"), T + i, 50);
         }
-        assert_eq!(d.arrive("A", T + 10), 5.0);
-        assert_eq!(d.arrive("B", T + 10), 0.0);
+        assert_eq!(d.arrive("A", "u9", T + 10, 50), 5.0);
+        assert_eq!(d.arrive("B", "u9", T + 10, 50), 0.0);
+        // Past the peak a meter stops remembering: the price is at its top anyway.
+        let mut m = ArrivalMeter::default();
+        for i in 0..500 {
+            m.arrive(T, i, 50);
+        }
+        assert_eq!(m.rate(T, None), 50.0);
+        assert_eq!(bits(pow(10, 20), m.rate(T, Some(999)), 50), 20);
+    }
+
+    /// Issue 35: one signed-in account asking ~50 challenges a second kept every shopper at
+    /// `max_bits`. It counts once.
+    #[test]
+    fn one_account_asking_fifty_times_a_second_does_not_raise_the_price() {
+        let p = pow(10, 20);
+        let mut d = Demand::default();
+        let mut hardest = 0;
+        for i in 0..200 {
+            // 50 a second for four seconds.
+            let rate = d.arrive("A", "flooder", T + i * 20, 50);
+            hardest = hardest.max(bits(p, rate, 50));
+        }
+        assert_eq!(hardest, 10, "the flooder alone pays min_bits");
+        // An honest shopper meanwhile pays for one other shopper in the last second.
+        let honest = d.arrive("A", "honest", T + 4_000, 50);
+        assert!(honest <= 1.0, "{honest}");
+        assert_eq!(bits(p, honest, 50), 12);
+        // Fifty distinct shoppers a second are the peak.
+        let mut crowd = Demand::default();
+        let mut last = 0.0;
+        for i in 0..60 {
+            last = crowd.arrive("A", &format!("s{i}"), T + i * 16, 50);
+        }
+        assert_eq!(bits(p, last, 50), 20);
     }
 
     #[test]
-    fn the_per_sku_meters_stay_bounded() {
+    fn the_per_sku_meters_stay_bounded_and_keep_the_recent_ones() {
         let mut d = Demand::default();
         for i in 0..(Demand::MAX_SKUS + 10) {
-            d.arrive(&format!("S{i}"), T + 10_000);
+            // All within a second and a half: none is idle.
+            d.arrive(&format!("S{i}"), "u", T + 10_000 + i as i64 / 3, 50);
         }
         assert!(d.meters.len() <= Demand::MAX_SKUS);
+        assert!(
+            d.meters.len() > Demand::MAX_SKUS / 2,
+            "only the oldest go: {}",
+            d.meters.len()
+        );
+        assert!(d.meters.contains_key(&format!("S{}", Demand::MAX_SKUS + 9)));
     }
 }

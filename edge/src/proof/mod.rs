@@ -18,7 +18,7 @@ pub mod difficulty;
 pub mod salt;
 
 use serde::{Deserialize, Serialize};
-use shared::SecretRing;
+use shared::{Closed, Schedule, SecretRing};
 
 pub use altcha::{Challenge, Solution};
 pub use salt::{Binding, Purpose};
@@ -28,12 +28,66 @@ pub const PROOF_HEADER: &str = "flashgate-proof";
 /// Where challenges are issued.
 pub const CHALLENGE_PATH: &str = "/v1/challenge";
 
-/// What a proof must be good for: this SKU, this shopper, this purpose.
+/// What a proof must be good for: this SKU, this shopper, this purpose, and — for a purchase of a
+/// sale with a start — issued from that start on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expected<'a> {
     pub sku: &'a str,
     pub user: &'a str,
     pub purpose: Purpose,
+    /// The sale's `starts_at` (unix ms) for a purchase of a scheduled sale: a proof issued before
+    /// it (the second it was issued in, on the issuing edge's clock) is refused, so proofs
+    /// solved in the quiet minutes before the start cannot be fired at it (issue 35). `None`:
+    /// any issue time (a join: the pre-queue before the start is the room's design).
+    pub not_before_ms: Option<i64>,
+}
+
+impl<'a> Expected<'a> {
+    /// What a purchase of `sku` by `user` needs: a purchase proof, issued from the start of a
+    /// sale with one (`schedule`).
+    pub fn purchase(sku: &'a str, user: &'a str, schedule: Option<&Schedule>) -> Self {
+        Self {
+            sku,
+            user,
+            purpose: Purpose::Purchase,
+            not_before_ms: schedule.and_then(|s| s.starts_at).map(|s| s.unix_ms()),
+        }
+    }
+
+    /// What a join of `sku`'s waiting room by `user` needs: a join proof, issued any time.
+    pub fn join(sku: &'a str, user: &'a str) -> Self {
+        Self {
+            sku,
+            user,
+            purpose: Purpose::Join,
+            not_before_ms: None,
+        }
+    }
+}
+
+/// Whether `GET /v1/challenge` must refuse a challenge for `purpose` of a sale with `schedule` at
+/// `now_ms` (this edge's clock): a purchase's is issued only from the sale's start on — before,
+/// the purchase's own `409 not_started` with `Retry-After` — so no proof for it can be solved in
+/// the quiet minutes before the start; a join's always is (the waiting room's pre-queue before
+/// the start is its design, and each member joins once).
+pub fn too_early(purpose: Purpose, schedule: Option<&Schedule>, now_ms: i64) -> Option<Closed> {
+    match (purpose, schedule?.closed_at(now_ms)?) {
+        (Purpose::Purchase, closed @ Closed::NotStarted { .. }) => Some(closed),
+        _ => None,
+    }
+}
+
+/// How long a spent proof's record is kept past its expiry. A proof's expiry is checked on the
+/// worker's clock and its record dropped on the object's: the records outlive the expiry by far
+/// more than any skew between the two (Cloudflare's clocks are NTP-synchronised to milliseconds;
+/// `SCHEDULE_CLOCK_MARGIN_MS` allows 60 s at most), so no clock sees a proof still valid whose
+/// record is gone.
+pub const SPENT_KEPT_PAST_EXPIRY_MS: i64 = 10 * 60_000;
+
+/// Spent records whose proof expired before this instant (`now_ms` on the object's clock) may be
+/// forgotten: [`SPENT_KEPT_PAST_EXPIRY_MS`] earlier than now.
+pub fn spent_forget_before(now_ms: i64) -> i64 {
+    now_ms.saturating_sub(SPENT_KEPT_PAST_EXPIRY_MS)
 }
 
 /// A verified proof, to be spent once: its id (the challenge's hash, unique per salt) and when it
@@ -64,6 +118,8 @@ pub enum ProofError {
     OtherPurpose,
     #[error("the proof was used before")]
     Spent,
+    #[error("the proof was issued before the sale started")]
+    BeforeStart,
 }
 
 /// Random bytes a challenge needs: 12 for the salt, 8 for the secret number. The caller draws
@@ -83,6 +139,7 @@ pub fn issue(
 ) -> Challenge {
     let (kid, key) = ring.current();
     let binding = Binding {
+        issued_s: Some(now_s),
         expires_s: now_s
             .saturating_add(i64::from(ttl_s))
             .saturating_add(difficulty::slowest_solve_secs(bits)),
@@ -106,8 +163,8 @@ pub fn issue(
 }
 
 /// Verifies the `Flashgate-Proof` value `header` (absent or blank: `Missing`) for `expected` at
-/// `now_ms`, without I/O: the
-/// format, the hash, the signature (under the key its salt names), the expiry and the binding.
+/// `now_ms`, without I/O: the format, the hash, the signature (under the key its salt names), the
+/// expiry, the binding and, for a scheduled sale's purchase, that it was issued from the start on.
 /// Whether it was spent before is the serializing object's to say.
 pub fn check(
     ring: &SecretRing,
@@ -141,6 +198,15 @@ pub fn check(
     }
     if binding.purpose != expected.purpose {
         return Err(ProofError::OtherPurpose);
+    }
+    if let Some(start_ms) = expected.not_before_ms {
+        // Whole seconds, as the salt says it: issued in the start's second or later.
+        if binding
+            .issued_s
+            .is_none_or(|issued| issued < start_ms.div_euclid(1_000))
+        {
+            return Err(ProofError::BeforeStart);
+        }
     }
     Ok(Spend {
         id: solution.challenge,

@@ -1,9 +1,10 @@
 //! What a challenge is bound to, carried in its ALTCHA salt as `&`-separated parameters exactly as
 //! `altcha-lib`'s `createChallenge({params, expires})` writes them
-//! (`<random hex>?kid=…&purpose=…&sku=…&user=…&expires=<unix s>&`, form-encoded like
-//! `URLSearchParams`, ending with the `&` delimiter; `altcha-lib` 1.x ended it with `;`, which is
-//! read too): which key signed it, the purpose, SKU and shopper it is good for, and when it
-//! expires. The salt is covered by the signature (through the challenge hash), so none of
+//! (`<random hex>?kid=…&purpose=…&sku=…&user=…&issued=<unix s>&expires=<unix s>&`, form-encoded
+//! like `URLSearchParams`, ending with the `&` delimiter; `altcha-lib` 1.x ended it with `;`,
+//! which is read too): which key signed it, the purpose, SKU and shopper it is good for, when it
+//! was issued (a purchase of a scheduled sale needs a proof issued from its start on: no proof
+//! solved before the start buys) and when it expires. The salt is covered by the signature (through the challenge hash), so none of
 //! this can be changed without the secret; `super::verify` compares it with the request.
 
 use shared::KeyId;
@@ -39,6 +40,10 @@ impl Purpose {
 pub struct Binding {
     /// Unix seconds after which the challenge is refused (ALTCHA's `expires`).
     pub expires_s: i64,
+    /// Unix seconds when the challenge was issued (the edge's clock); absent from challenges made
+    /// elsewhere (e.g. by `altcha-lib` with the secret), which then cannot buy from a sale with a
+    /// start.
+    pub issued_s: Option<i64>,
     /// The `POW_SECRETS` key that signed it.
     pub kid: KeyId,
     pub purpose: Purpose,
@@ -66,13 +71,16 @@ impl Binding {
     pub fn salt(&self, random_hex: &str) -> String {
         let mut salt = format!("{random_hex}?");
         let expires = self.expires_s.to_string();
-        for (name, value) in [
-            ("kid", self.kid.as_str()),
-            ("purpose", self.purpose.as_str()),
-            ("sku", self.sku.as_str()),
-            ("user", self.user.as_str()),
-            ("expires", expires.as_str()),
-        ] {
+        let issued = self.issued_s.map(|s| s.to_string());
+        let params = [
+            Some(("kid", self.kid.as_str())),
+            Some(("purpose", self.purpose.as_str())),
+            Some(("sku", self.sku.as_str())),
+            Some(("user", self.user.as_str())),
+            issued.as_deref().map(|issued| ("issued", issued)),
+            Some(("expires", expires.as_str())),
+        ];
+        for (name, value) in params.into_iter().flatten() {
             salt.push_str(name);
             salt.push('=');
             form_encode(value, &mut salt);
@@ -91,6 +99,7 @@ impl Binding {
         let salt = salt.strip_suffix('&').or_else(|| salt.strip_suffix(';'))?;
         let (_, query) = salt.split_once('?')?;
         let mut expires = None;
+        let mut issued = None;
         let mut kid = None;
         let mut purpose = None;
         let mut sku = None;
@@ -98,6 +107,7 @@ impl Binding {
         for (name, value) in crate::url_parts::form_pairs(query) {
             let slot = match name.as_str() {
                 "expires" => &mut expires,
+                "issued" => &mut issued,
                 "kid" => &mut kid,
                 "purpose" => &mut purpose,
                 "sku" => &mut sku,
@@ -109,8 +119,13 @@ impl Binding {
             }
         }
         let expires_s = expires?.parse::<i64>().ok()?;
+        let issued_s = match issued {
+            Some(issued) => Some(issued.parse::<i64>().ok()?),
+            None => None,
+        };
         Some(Self {
             expires_s,
+            issued_s,
             kid: KeyId::parse(&kid?)?,
             purpose: Purpose::parse(&purpose?)?,
             sku: sku?,
@@ -126,6 +141,7 @@ mod tests {
     fn binding() -> Binding {
         Binding {
             expires_s: 1_800_000_000,
+            issued_s: Some(1_799_999_880),
             kid: KeyId::default_id(),
             purpose: Purpose::Purchase,
             sku: "SHOE-1".into(),
@@ -138,9 +154,16 @@ mod tests {
         let salt = binding().salt("00ff");
         assert_eq!(
             salt,
-            "00ff?kid=default&purpose=purchase&sku=SHOE-1&user=alice%40shop%3A42&expires=1800000000&"
+            "00ff?kid=default&purpose=purchase&sku=SHOE-1&user=alice%40shop%3A42&issued=1799999880&expires=1800000000&"
         );
         assert_eq!(Binding::parse(&salt), Some(binding()));
+        // A challenge made elsewhere (altcha-lib with the secret) says nothing of its issue.
+        let elsewhere = Binding {
+            issued_s: None,
+            ..binding()
+        };
+        assert!(!elsewhere.salt("ab").contains("issued"));
+        assert_eq!(Binding::parse(&elsewhere.salt("ab")), Some(elsewhere));
         let join = Binding {
             purpose: Purpose::Join,
             ..binding()
@@ -163,6 +186,8 @@ mod tests {
             "00ff?expires=1&kid=default&purpose=purchase&sku=A&".to_owned(),
             "00ff?expires=soon&kid=default&purpose=purchase&sku=A&user=u&".to_owned(),
             "00ff?expires=1&kid=default&purpose=refund&sku=A&user=u&".to_owned(),
+            "00ff?expires=1&issued=soon&kid=default&purpose=join&sku=A&user=u&".to_owned(),
+            format!("{salt}issued=1&"),
             "00ff?expires=1&kid=no%20spaces&purpose=join&sku=A&user=u&".to_owned(),
             "00ff&".to_owned(),
             format!("{}&", "a".repeat(MAX_SALT_LEN)),

@@ -21,6 +21,7 @@ fn alice_purchase() -> Expected<'static> {
         sku: "SHOE-1",
         user: "alice@shop:42",
         purpose: Purpose::Purchase,
+        not_before_ms: None,
     }
 }
 
@@ -28,6 +29,10 @@ fn alice_purchase() -> Expected<'static> {
 /// params: {kid: "default", purpose: "purchase", sku: "SHOE-1", user: "alice@shop:42"},
 /// expires: 1800000000 s})` of `altcha-lib/v1` 2.8.0.
 const V2_CHALLENGE: &str = r#"{"algorithm":"SHA-256","challenge":"34ef64b6a6eec94357962a73bdb73776dcbb812e6f1fdf030114e589c291dd35","maxnumber":1048576,"salt":"0123456789abcdef01234567?kid=default&purpose=purchase&sku=SHOE-1&user=alice%40shop%3A42&expires=1800000000&","signature":"c38f2ea00253d9069ad2286187d383230afc9bfefea5084335742e2044badc03"}"#;
+/// The same with `issued: "1799999828"` after `user` in `params` (as `issue` binds a challenge to
+/// the second it was issued in: 1 800 000 000 − 120 − 52, the TTL and the slowest solve at 20
+/// bits before the expiry).
+const V2_ISSUED_CHALLENGE: &str = r#"{"algorithm":"SHA-256","challenge":"3b6cf12050c3a6be217642f2c9fa951f8d8347e7838ed1313328ebf7eeb04a63","maxnumber":1048576,"salt":"0123456789abcdef01234567?kid=default&purpose=purchase&sku=SHOE-1&user=alice%40shop%3A42&issued=1799999828&expires=1800000000&","signature":"e5e4e0acad0b0cf062fb691baefabc4f4d3509e8d6fb37b2ae47ca96ce4ecb41"}"#;
 /// Its solution as the widget submits it (`btoa(JSON.stringify(payload))`).
 const V2_PAYLOAD: &str = "eyJhbGdvcml0aG0iOiJTSEEtMjU2IiwiY2hhbGxlbmdlIjoiMzRlZjY0YjZhNmVlYzk0MzU3OTYyYTczYmRiNzM3NzZkY2JiODEyZTZmMWZkZjAzMDExNGU1ODljMjkxZGQzNSIsIm51bWJlciI6MTIzNDU2LCJzYWx0IjoiMDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3P2tpZD1kZWZhdWx0JnB1cnBvc2U9cHVyY2hhc2Umc2t1PVNIT0UtMSZ1c2VyPWFsaWNlJTQwc2hvcCUzQTQyJmV4cGlyZXM9MTgwMDAwMDAwMCYiLCJzaWduYXR1cmUiOiJjMzhmMmVhMDAyNTNkOTA2OWFkMjI4NjE4N2QzODMyMzBhZmM5YmZlZmVhNTA4NDMzNTc0MmUyMDQ0YmFkYzAzIn0=";
 /// The same for a join of `DROP.2026_x-1` by `bob`, number 1.
@@ -54,16 +59,22 @@ fn a_challenge_issued_here_is_the_one_altcha_lib_makes() {
         120,
         entropy("0123456789abcdef01234567", 123_456),
     );
-    let made: Challenge = serde_json::from_str(V2_CHALLENGE).expect("vector");
+    let made: Challenge = serde_json::from_str(V2_ISSUED_CHALLENGE).expect("vector");
     assert_eq!(issued, made);
-    // And the widget's payload of it is the vector's.
     let solved = altcha::solve(&issued).expect("solvable");
     assert_eq!(solved.number, 123_456);
+    // Without the issue second, the challenge is the one altcha-lib makes without it, whose
+    // widget payload is the vector's.
+    let mut bare: Challenge = serde_json::from_str(V2_CHALLENGE).expect("vector");
     assert_eq!(
         Solution::decode(V2_PAYLOAD).expect("payload"),
-        solved,
+        altcha::solve(&bare).expect("solvable"),
         "same solution"
     );
+    bare.salt = bare
+        .salt
+        .replace("&expires=", "&issued=1799999828&expires=");
+    assert_eq!(bare.salt, issued.salt);
 }
 
 #[test]
@@ -80,6 +91,7 @@ fn solutions_of_altcha_lib_challenges_verify_here() {
         sku: "DROP.2026_x-1",
         user: "bob",
         purpose: Purpose::Join,
+        not_before_ms: None,
     };
     assert!(check(&ring(), Some(V2_JOIN_PAYLOAD), bob_join, NOW_MS).is_ok());
     assert!(check(&ring(), Some(V1_PAYLOAD), alice_purchase(), NOW_MS).is_ok());
@@ -238,4 +250,110 @@ fn an_issued_challenge_is_as_hard_as_its_bits_and_expires_after_its_ttl() {
             Err(ProofError::Expired)
         );
     }
+}
+
+/// Issue 35: a farm fetched its challenges in the quiet minute before `starts_at`, solved them at
+/// leisure and fired them at the start. A purchase of a scheduled sale needs a proof issued from
+/// the start on.
+#[test]
+fn a_purchase_of_a_scheduled_sale_needs_a_proof_issued_from_its_start_on() {
+    let start_ms = NOW_MS + 60_500;
+    let scheduled = Expected {
+        not_before_ms: Some(start_ms),
+        ..alice_purchase()
+    };
+    let issued_at = |s: i64| {
+        let c = issue(&ring(), alice_purchase(), 4, s, 120, [9; 20]);
+        assert!(
+            c.salt.contains(&format!("&issued={s}&expires=")),
+            "{}",
+            c.salt
+        );
+        altcha::solve(&c).expect("solvable").encode()
+    };
+    let early = issued_at(start_ms / 1_000 - 1);
+    // Used after the start, a proof issued before it is refused; it still verifies otherwise.
+    assert_eq!(
+        check(&ring(), Some(&early), scheduled, start_ms + 1_000),
+        Err(ProofError::BeforeStart)
+    );
+    assert!(check(&ring(), Some(&early), alice_purchase(), start_ms + 1_000).is_ok());
+    // Issued in the start's second or later: good.
+    for s in [start_ms / 1_000, start_ms / 1_000 + 30] {
+        assert!(check(&ring(), Some(&issued_at(s)), scheduled, start_ms + 31_000).is_ok());
+    }
+    // A challenge that does not say when it was issued (altcha-lib's, made with the secret)
+    // cannot buy from a sale with a start.
+    assert_eq!(
+        check(&ring(), Some(V2_PAYLOAD), scheduled, NOW_MS),
+        Err(ProofError::BeforeStart)
+    );
+    assert_eq!(
+        ProofError::BeforeStart.to_string(),
+        "the proof was issued before the sale started"
+    );
+}
+
+/// Issue 35: spent records were dropped at the proof's expiry on the object's clock while the
+/// worker checks the expiry on its own: they are kept well past any skew.
+#[test]
+fn spent_records_outlive_the_proofs_expiry_by_more_than_any_clock_skew() {
+    let expires_ms = NOW_MS;
+    // The object forgets records whose proof expired before the cutoff.
+    let kept_at = |object_now: i64| expires_ms >= spent_forget_before(object_now);
+    assert!(kept_at(expires_ms + 1), "a millisecond after its expiry");
+    assert!(
+        kept_at(expires_ms + 60_000),
+        "the largest SCHEDULE_CLOCK_MARGIN_MS"
+    );
+    assert!(kept_at(expires_ms + SPENT_KEPT_PAST_EXPIRY_MS));
+    assert!(!kept_at(expires_ms + SPENT_KEPT_PAST_EXPIRY_MS + 1));
+    // A worker whose clock is a minute behind the object's still takes the proof for valid a
+    // minute after its expiry on the object's clock: the record is there to refuse it.
+    let worker_now = 1_800_000_000_000;
+    assert!(
+        check(&ring(), Some(V2_PAYLOAD), alice_purchase(), worker_now).is_ok(),
+        "valid on the worker's clock"
+    );
+    assert!(1_800_000_000_000 >= spent_forget_before(worker_now + 60_000));
+}
+
+#[test]
+fn a_purchase_challenge_is_not_issued_before_the_start_and_a_join_challenge_is() {
+    let start_ms = NOW_MS + 30_000;
+    let schedule = shared::Schedule {
+        starts_at: shared::Timestamp::from_unix_ms(start_ms),
+        ..shared::Schedule::default()
+    };
+    let early = too_early(Purpose::Purchase, Some(&schedule), start_ms - 1);
+    assert!(
+        matches!(
+            early,
+            Some(shared::Closed::NotStarted {
+                retry_after_secs: 1,
+                ..
+            })
+        ),
+        "{early:?}"
+    );
+    assert_eq!(
+        too_early(Purpose::Purchase, Some(&schedule), start_ms),
+        None
+    );
+    assert_eq!(too_early(Purpose::Join, Some(&schedule), NOW_MS), None);
+    assert_eq!(too_early(Purpose::Purchase, None, NOW_MS), None);
+    // A paused or ended sale gets its challenges; the purchase says the rest.
+    let paused = shared::Schedule {
+        paused: true,
+        ..shared::Schedule::default()
+    };
+    assert_eq!(too_early(Purpose::Purchase, Some(&paused), NOW_MS), None);
+    // And what the purchase then asks of its proof.
+    let e = Expected::purchase("SHOE-1", "alice@shop:42", Some(&schedule));
+    assert_eq!(
+        (e.purpose, e.not_before_ms),
+        (Purpose::Purchase, Some(start_ms - start_ms % 1_000))
+    );
+    assert_eq!(Expected::purchase("S", "u", None).not_before_ms, None);
+    assert_eq!(Expected::join("S", "u").not_before_ms, None);
 }

@@ -2,7 +2,9 @@
 //! (`crate::proof` and `crate::network` decide): the proof of work, verified in the worker (its
 //! single use is the serializing object's: the shopper's gate or room shard), then the bound of
 //! the shopper's network, which holds the network's in-flight slot of this instance until the
-//! answer is counted ([`Flight`]). `GET /v1/challenge` issues the challenges.
+//! answer is counted ([`Flight`]). `GET /v1/challenge` issues the challenges: per shopper at most
+//! the purchase limit's quota (a bucket of this instance, `crate::local_limit`), for a purchase
+//! of a scheduled sale only from its start on, as hard as the distinct shoppers asking say.
 
 use std::cell::RefCell;
 
@@ -11,8 +13,10 @@ use worker::{Context, Env, Request};
 
 use crate::cache_policy;
 use crate::config::Settings;
-use crate::network::{self, CONNECTING_IP_HEADER, Key, Kind, Network};
+use crate::local_limit::LocalBuckets;
+use crate::network::{self, CONNECTING_IP_HEADER, Key, Kind, Network, Timing};
 use crate::proof::{self, Expected, PROOF_HEADER, Purpose, Spend, difficulty::Demand};
+use crate::protocol::RateOutcome;
 use crate::reply::Reply;
 use crate::shield::{Defences, SkuFacts};
 
@@ -22,8 +26,11 @@ use super::sku_cache;
 use super::skus::{self, SaleKnown};
 
 thread_local! {
-    /// Challenge requests per SKU on this instance: the demand difficulty follows.
+    /// The distinct shoppers asking for challenges per SKU on this instance: the demand
+    /// difficulty follows.
     static DEMAND: RefCell<Demand> = RefCell::new(Demand::default());
+    /// Each shopper's `challenge` bucket on this instance.
+    static CHALLENGES: RefCell<LocalBuckets> = RefCell::new(LocalBuckets::default());
 }
 
 /// What a join or a purchase of this sale is for, as the shopper's proof must say.
@@ -61,11 +68,14 @@ pub(crate) fn proof(
     .map_err(|e| proof::answer::refused(expected.sku, e))
 }
 
-/// The network bound of `kind` for a request of `n` of a sale with `defences`: `Ok(None)` when
-/// the sale has none, `Ok(Some(flight))` when it may go on, else `429 network_limit`.
-pub(crate) fn network(
+/// The network bound of `kind` for a request of `n` by `user` of a sale with `defences`:
+/// `Ok(None)` when the sale has none, `Ok(Some(flight))` when it may go on (after waiting for its
+/// network's slot, if another request of the network holds it), else `429 network_limit`.
+pub(crate) async fn network(
     req: &Request,
+    settings: &Settings,
     sku: &Sku,
+    user: &UserId,
     kind: Kind,
     n: u32,
     defences: &Defences,
@@ -82,7 +92,9 @@ pub(crate) fn network(
         network: Network::of(header(req, CONNECTING_IP_HEADER).as_deref()),
         kind,
     };
-    Flight::admit(key, n, bound)
+    let timing = Timing::with_deadline(settings.in_flight_timeout_ms());
+    Flight::admit(key, network::account(user.as_str()), n, bound, timing)
+        .await
         .map(Some)
         .map_err(|refusal| network::answer::limited(kind, bound, refusal))
 }
@@ -130,25 +142,52 @@ pub(crate) async fn challenge(req: &Request, settings: &Settings) -> Reply {
         worker::console_error!("a proof of work is set but POW_SECRETS is not: failing closed");
         return unconfigured();
     };
+    // A purchase of a scheduled sale needs a proof issued from its start on (`proof::check`):
+    // none is issued before it, so nothing can be solved in the quiet minutes before and fired
+    // at the start. A join's is (the pre-queue before the start is the room's design).
+    let purpose = purpose(&facts);
+    let now = now_ms();
+    if let Some(closed) = proof::too_early(purpose, facts.schedule.as_ref(), now) {
+        return crate::schedule::reply(closed);
+    }
+    let policy = &settings.challenge_rate_limit;
+    let rate = CHALLENGES.with(|b| b.borrow_mut().check(policy, user.as_str(), now));
+    let limited = |reply: Reply| {
+        crate::ratelimit_fields::headers(policy, &rate)
+            .into_iter()
+            .fold(reply, |reply, (name, value)| {
+                reply.with_header(&name, value)
+            })
+    };
+    if let RateOutcome::Limited { .. } = rate {
+        return limited(Reply::problem(
+            shared::ErrorCode::RateLimited,
+            "too many challenge requests; retry after the indicated time",
+        ));
+    }
     let mut entropy = [0u8; 20];
     if let Err(e) = getrandom::fill(&mut entropy) {
         worker::console_error!("no randomness for a challenge: {e}");
         return Reply::unavailable("no challenge can be made now; retry later", 1);
     }
-    let now = now_ms();
-    let rate = DEMAND.with(|d| d.borrow_mut().arrive(sku.as_str(), now));
-    let bits = proof::difficulty::bits(pow, rate, settings.pow_peak_arrivals_per_sec);
+    let peak = settings.pow_peak_arrivals_per_sec;
+    let shoppers = DEMAND.with(|d| {
+        d.borrow_mut()
+            .arrive(sku.as_str(), user.as_str(), now, peak)
+    });
+    let bits = proof::difficulty::bits(pow, shoppers, peak);
     let expected = Expected {
         sku: sku.as_str(),
         user: user.as_str(),
-        purpose: purpose(&facts),
+        purpose,
+        not_before_ms: None,
     };
-    proof::answer::challenge(&proof::issue(
+    limited(proof::answer::challenge(&proof::issue(
         ring,
         expected,
         bits,
         now / 1_000,
         settings.pow_challenge_ttl_secs,
         entropy,
-    ))
+    )))
 }

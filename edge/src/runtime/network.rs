@@ -1,11 +1,14 @@
 //! The bounds per network at run time (`crate::network` decides): this Worker instance's
 //! knowledge ([`crate::network::Local`], in memory), the in-flight guard [`Flight`] that every
-//! request let through holds until its answer is counted, and `NetworkLedger`, the small
+//! request let through holds until its answer is counted (a request that finds its network's
+//! slot taken waits for it in the network's line, polling every [`POLL_MS`], one place per
+//! account), and `NetworkLedger`, the small
 //! SQLite-backed Durable Object per SKU and network (named `{sku}#{network}`) that counts what
 //! happened: a new member of the room, units the origin sold. It is told of successes only, so it
 //! is never hot: at most one call per admission or purchase of its network.
 
 use std::cell::{Cell, RefCell};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use worker::wasm_bindgen::JsValue;
@@ -14,7 +17,10 @@ use worker::{
     State, durable_object,
 };
 
-use crate::network::{self, Bound, Count, Counted, Key, Kind, Local, Outcome, Refusal, Ticket};
+use crate::network::{
+    self, Admission, Bound, Count, Counted, Key, Kind, Local, Outcome, Place, Refusal, Ticket,
+    Timing,
+};
 
 use super::http::now_ms;
 use super::sql::{int, raw_rows};
@@ -22,6 +28,10 @@ use super::sql::{int, raw_rows};
 /// The binding name of the namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "NETWORK_LEDGER";
 const ADD_PATH: &str = "/add";
+/// How often a request waiting in its network's line looks whether the slot is its own. Each
+/// request polls on its own timer (nothing of one request wakes another's: workerd runs each in
+/// its own context).
+pub(crate) const POLL_MS: u64 = 20;
 
 thread_local! {
     /// What this instance knows of the networks' counts.
@@ -38,13 +48,45 @@ pub(crate) struct Flight {
 }
 
 impl Flight {
-    /// Lets a request of `n` of `key` through against `bound`, or refuses it.
-    pub(crate) fn admit(key: Key, n: u32, bound: Bound) -> Result<Self, Refusal> {
-        let ticket = LOCAL.with(|local| local.borrow_mut().admit(key, n, bound, now_ms()))?;
-        Ok(Self {
-            ticket: Some(ticket),
-            window_ms: i64::from(bound.window_secs) * 1_000,
-        })
+    /// Lets a request of `n` by `account` of `key` through against `bound`, waiting in the
+    /// network's line while another request holds its slot; or refuses it.
+    pub(crate) async fn admit(
+        key: Key,
+        account: u64,
+        n: u32,
+        bound: Bound,
+        timing: Timing,
+    ) -> Result<Self, Refusal> {
+        let window_ms = i64::from(bound.window_secs) * 1_000;
+        let mut admission = LOCAL.with(|local| {
+            local
+                .borrow_mut()
+                .admit(key, account, n, bound, now_ms(), timing)
+        });
+        // Leaves the line if this request goes away while it waits.
+        let mut waiting: Option<Waiting> = None;
+        loop {
+            match admission {
+                Admission::Go(ticket) => {
+                    return Ok(Self {
+                        ticket: Some(ticket),
+                        window_ms,
+                    });
+                }
+                Admission::Refused(refusal) => return Err(refusal),
+                Admission::Wait(place) => {
+                    // Made once: a second `Waiting` of the same place would leave the line when
+                    // dropped.
+                    let place = &waiting.get_or_insert_with(|| Waiting(place)).0;
+                    worker::Delay::from(Duration::from_millis(POLL_MS)).await;
+                    admission = LOCAL.with(|local| {
+                        local
+                            .borrow_mut()
+                            .poll(place, account, n, bound, now_ms(), timing)
+                    });
+                }
+            }
+        }
     }
 
     fn settle(&mut self, outcome: Outcome) {
@@ -70,6 +112,15 @@ impl Flight {
             }
         };
         self.settle(outcome);
+    }
+}
+
+/// A place in a network's line, left when dropped (a no-op once it took the slot or was refused).
+struct Waiting(Place);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        LOCAL.with(|local| local.borrow_mut().leave(&self.0));
     }
 }
 

@@ -1,15 +1,19 @@
 //! `POST /v1/purchases`: the body read under its cap, the stateless checks ([`crate::purchase`]),
 //! the SKU's shield facts (one Cache API read; refreshed from the origin's view first when a
-//! refusing bound or schedule is older than `SKU_CACHE_TTL_SECS`), the waiting room's pass, the
-//! schedule (`not_started` / `sale_paused` answered here, [`crate::schedule`]), the bot defences of
-//! a sale without a room (the proof of work, then the network's bound: `super::defences`), then
-//! ONE call to the user's gate (which spends the proof first): rate
-//! limit, idempotency, shields, and — only for an attempt whose key it claimed — the signed call
-//! to the origin (signed here, sent by the object), whose answer the object stores or releases
-//! with the key before handing it back. The answer then teaches the shield (unless it is a
-//! replay, or answers a request sent before the shield's last raise; the facts are read again and
-//! written only when there is something to learn), and a 201 is counted in the network's ledger
-//! after the answer went out.
+//! refusing bound or schedule is older than `SKU_CACHE_TTL_SECS`), then the checks that guard
+//! only **new work** ([`new_work`]: the sale's defences known, the waiting room's pass, the
+//! schedule's `not_started` / `sale_paused` [`crate::schedule`], the proof of work and the
+//! network's bound of `super::defences`), each decided in the worker without an object call,
+//! then ONE call to the user's gate with their verdict: the key first — a key already decided
+//! replays its stored answer whatever those checks said (no proof spent, no network slot kept,
+//! no origin call), a key in flight is 409 — and only for new work the checks' refusal, the
+//! proof spent once, the rate limit, the shields and — for an attempt whose key it claimed —
+//! the signed call to the origin (signed here, sent by the object), whose answer the object
+//! stores or releases with the key before handing it back. A refusal of the checks is answered
+//! here only once the gate said the key is new work. The answer then teaches the shield (unless
+//! it is a replay, or answers a request sent before the shield's last raise; the facts are read
+//! again and written only when there is something to learn), and a unit sold is counted in the
+//! network's ledger after the answer went out.
 
 use futures_util::StreamExt;
 use shared::ErrorCode;
@@ -20,7 +24,7 @@ use crate::cache_policy::facts_key;
 use crate::config::Settings;
 use crate::forward::{self, Forwarded};
 use crate::network::Kind;
-use crate::proof::{Expected, ProofError, Purpose};
+use crate::proof::{Expected, ProofError, Spend};
 use crate::protocol::{BeginRequest, OriginCall, PurchaseRequest, Verdict};
 use crate::purchase::{self, CappedBody, Incoming, Purchase};
 use crate::ratelimit_fields;
@@ -29,7 +33,7 @@ use crate::request_id::RequestId;
 use crate::schedule::{self, Local};
 use crate::shield::SkuFacts;
 
-use super::defences;
+use super::defences::{self, Flight};
 use super::http::{SessionParts, base_url, header, now_ms};
 use super::room;
 use super::sku_cache;
@@ -91,62 +95,20 @@ pub(crate) async fn handle(
         // the origin's view before refusing (`crate::shield`, `crate::schedule`).
         facts = skus::refresh_facts(settings, &base, &purchase.request.sku, facts).await;
     }
-    // The waiting room: whether the sale has one must be known (a view folded in), and if it
-    // has, the purchase needs a valid pass — decided here, before the user's Durable Object, so
-    // a refused attempt costs no rate and never reaches the origin (`crate::room`).
-    facts = match skus::known_sale(settings, &base, &purchase.request.sku, facts).await {
-        skus::SaleKnown::Known(known) => known,
+    // Whether the sale has a waiting room or bot defences must be known (a view folded in)
+    // before new work goes on.
+    let known = match skus::known_sale(settings, &base, &purchase.request.sku, facts).await {
+        skus::SaleKnown::Known(known) => Some(known),
         // No sale: the origin's `unknown_sku`, stored with the key as before.
-        skus::SaleKnown::Missing => facts,
-        skus::SaleKnown::Failed => return crate::room::answer::unavailable(),
+        skus::SaleKnown::Missing => Some(facts),
+        skus::SaleKnown::Failed => None,
     };
-    if let Some(refused) = room::check_purchase(
-        req,
-        env,
-        settings,
-        &purchase.request.sku,
-        &purchase.user,
-        &facts,
-    )
-    .await
-    {
-        return refused;
-    }
-    // Not started / paused: answered here, before the user's Durable Object, so the attempt
-    // costs neither rate nor cap (`sale_ended` is the object's, after the key's lookup).
-    if let Some(schedule) = &facts.schedule {
-        if let Local::Answer(closed) = schedule::decide(schedule, now_ms(), margin_ms) {
-            return schedule::reply(closed);
-        }
-    }
-    // The bot defences, before the user's Durable Object: the proof of a sale without a room
-    // (with one, the join paid and the pass admits), then the network's bound on units.
-    let sku = purchase.request.sku.as_str();
-    let defences = facts.defences.unwrap_or_default();
-    let with_room = facts.room.is_some_and(|room| room.waiting_room.is_some());
-    let proof = if with_room {
-        None
-    } else {
-        let expected = Expected {
-            sku,
-            user: purchase.user.as_str(),
-            purpose: Purpose::Purchase,
+    let facts = known.unwrap_or(facts);
+    let (proof, flight, refusal) =
+        match new_work(req, settings, &purchase, known.as_ref(), margin_ms).await {
+            NewWork::Go { proof, flight } => (proof, flight, None),
+            NewWork::Refused(refusal) => (None, None, Some(refusal)),
         };
-        match defences::proof(req, settings, expected, &defences) {
-            Ok(proof) => proof,
-            Err(refused) => return refused,
-        }
-    };
-    let flight = match defences::network(
-        req,
-        &purchase.request.sku,
-        Kind::Units,
-        purchase.request.qty.get(),
-        &defences,
-    ) {
-        Ok(flight) => flight,
-        Err(limited) => return limited,
-    };
     let gate = match UserGateClient::for_user(env, &purchase.user) {
         Ok(gate) => gate,
         Err(e) => {
@@ -165,6 +127,7 @@ pub(crate) async fn handle(
         count_ttl_ms: ttl_ms,
         schedule_margin_ms: margin_ms,
         proof,
+        new_work_refused: refusal.is_some(),
     };
     // Signed here (the secrets stay with the worker), sent by the object only if it claims the key.
     let origin = OriginCall {
@@ -193,7 +156,18 @@ pub(crate) async fn handle(
         }
     };
 
+    let sku = purchase.request.sku.as_str();
     let reply = match (decided.verdict, decided.forwarded) {
+        // New work a check refused: its answer, as it was before the gate knew of it.
+        (Verdict::Refused, _) => {
+            return match refusal {
+                Some(refusal) => refusal.reply(req, env, settings, &purchase, &facts).await,
+                None => {
+                    worker::console_error!("user gate refused work no check refused");
+                    Reply::unavailable("per-user state is unavailable, retry later", 1)
+                }
+            };
+        }
         (Verdict::Limited, _) => Reply::problem(
             ErrorCode::RateLimited,
             "too many purchase attempts; retry after the indicated time",
@@ -211,7 +185,7 @@ pub(crate) async fn handle(
         (Verdict::ProofSpent, _) => crate::proof::answer::refused(sku, ProofError::Spent),
         (Verdict::Proceed { .. }, Some(forwarded)) => {
             learn(settings, &facts_key, facts, &purchase, &forwarded, sent_ms).await;
-            if forwarded.status == 201 && !forwarded.replayed {
+            if forwarded.sold() {
                 defences::count(ctx, env, flight);
             }
             forwarded.reply()
@@ -226,6 +200,93 @@ pub(crate) async fn handle(
         .fold(reply, |reply, (name, value)| {
             reply.with_header(&name, value)
         })
+}
+
+/// What the checks that guard only new work said of an attempt ([`new_work`]).
+enum NewWork {
+    /// It may go on, with the proof the gate spends and the network slot it holds.
+    Go {
+        proof: Option<Spend>,
+        flight: Option<Flight>,
+    },
+    /// Refused: answered only if the shopper's gate finds the key is new work.
+    Refused(Refusal),
+}
+
+/// A refusal of new work, kept until the gate says the key is not decided.
+enum Refusal {
+    /// The answer, as it is.
+    Reply(Reply),
+    /// No valid pass: where the shopper stands is looked up only if the answer goes out.
+    Pass(room::PassRefusal),
+}
+
+impl Refusal {
+    async fn reply(
+        self,
+        req: &Request,
+        env: &Env,
+        settings: &Settings,
+        purchase: &Purchase,
+        facts: &SkuFacts,
+    ) -> Reply {
+        match self {
+            Self::Reply(reply) => reply,
+            Self::Pass(refusal) => {
+                let (sku, user) = (&purchase.request.sku, &purchase.user);
+                room::not_admitted(req, env, settings, sku, user, facts, refusal).await
+            }
+        }
+    }
+}
+
+/// The checks that guard only new work, in the order they refuse, each without an object call:
+/// the sale's waiting room and defences known (`known`: `None` when the origin could not say:
+/// `503`), the waiting room's pass, `not_started` / `sale_paused` ([`crate::schedule`]), the proof
+/// of work of a sale without a room (with one, the join paid and the pass admits) and last the
+/// network's bound on units, whose slot the attempt then holds (waiting for it if another request
+/// of the network holds it). Nothing here is answered before the shopper's gate looked at the
+/// key: a key already decided gets its stored answer whatever these say.
+async fn new_work(
+    req: &Request,
+    settings: &Settings,
+    purchase: &Purchase,
+    known: Option<&SkuFacts>,
+    margin_ms: i64,
+) -> NewWork {
+    let refused = |reply| NewWork::Refused(Refusal::Reply(reply));
+    let Some(facts) = known else {
+        return refused(crate::room::answer::unavailable());
+    };
+    let (sku, user) = (&purchase.request.sku, &purchase.user);
+    match room::pass_refusal(req, settings, sku, user, facts) {
+        Some(room::PassRefusal::Unconfigured) => {
+            return refused(crate::room::answer::unavailable());
+        }
+        Some(refusal) => return NewWork::Refused(Refusal::Pass(refusal)),
+        None => {}
+    }
+    if let Some(schedule) = &facts.schedule
+        && let Local::Answer(closed) = schedule::decide(schedule, now_ms(), margin_ms)
+    {
+        return refused(schedule::reply(closed));
+    }
+    let defences = facts.defences.unwrap_or_default();
+    let with_room = facts.room.is_some_and(|room| room.waiting_room.is_some());
+    let proof = if with_room {
+        None
+    } else {
+        let expected = Expected::purchase(sku.as_str(), user.as_str(), facts.schedule.as_ref());
+        match defences::proof(req, settings, expected, &defences) {
+            Ok(proof) => proof,
+            Err(reply) => return refused(reply),
+        }
+    };
+    let qty = purchase.request.qty.get();
+    match defences::network(req, settings, sku, user, Kind::Units, qty, &defences).await {
+        Ok(flight) => NewWork::Go { proof, flight },
+        Err(reply) => refused(reply),
+    }
 }
 
 /// Teaches the SKU's facts what the origin's answer says about its stock or schedule

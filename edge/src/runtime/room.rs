@@ -2,24 +2,33 @@
 //! (admin) and the `Flashgate-Pass` check of `POST /v1/purchases`, over the room's objects
 //! (`super::room_objects`) and the Cache API. The decisions are `crate::room`'s.
 //!
+//! Joins and polls count against the shopper's `queue` limit (`QUEUE_RATE_LIMIT_*`, a bucket of
+//! this instance: `crate::local_limit`) before anything else is read: `429 rate_limited` with
+//! `Retry-After`, and the `RateLimit` fields on every answer, like purchases.
+//!
 //! A poll with a valid `Flashgate-Queue-Receipt` is answered from the receipt and the room's
 //! state cached for a second: no Durable Object call on a cache hit. Without a receipt (or when
 //! the receipt cannot tell: a pre-queue member after the start, an admission before the cached
 //! window) the member's shard is asked. Any object that cannot be reached is a `503` with
 //! `Retry-After`: the room fails closed, nobody is admitted by accident.
 
+use std::cell::RefCell;
+
 use shared::{ErrorCode, Sku, UserId};
 use worker::{Context, Env, Request};
 
 use crate::cache_policy;
 use crate::config::Settings;
+use crate::local_limit::LocalBuckets;
 use crate::network::Kind;
-use crate::proof::{Expected, ProofError, Purpose, Spend};
+use crate::proof::{Expected, ProofError, Spend};
+use crate::protocol::RateOutcome;
+use crate::ratelimit_fields;
 use crate::reply::Reply;
 use crate::room::admission::{RoomConfig, RoomState, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
-use crate::room::pass::{Pass, Receipt};
+use crate::room::pass::{Pass, PassError, Receipt};
 use crate::room::protocol::{Joined, Member, MemberRequest};
 use crate::room::{PASS_HEADER, RECEIPT_HEADER};
 use crate::shield::SkuFacts;
@@ -30,6 +39,11 @@ use super::http::{SessionParts, base_url, header, now_ms};
 use super::room_objects::RoomClient;
 use super::sku_cache;
 use super::skus::{self, SaleKnown};
+
+thread_local! {
+    /// Each shopper's `queue` bucket on this instance.
+    static QUEUE: RefCell<LocalBuckets> = RefCell::new(LocalBuckets::default());
+}
 
 /// Join or poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,8 +220,39 @@ pub(crate) async fn handle(
             shared::DomainError::InvalidSku.to_string(),
         );
     };
+    let policy = &settings.queue_rate_limit;
+    let rate = QUEUE.with(|b| b.borrow_mut().check(policy, user.as_str(), now_ms()));
+    let reply = if let RateOutcome::Limited { .. } = rate {
+        Reply::problem(
+            ErrorCode::RateLimited,
+            "too many waiting-room requests; retry after the indicated time",
+        )
+    } else {
+        queue(req, env, ctx, settings, &sku, &user, action).await
+    };
+    // A refusal with the `RateLimit` fields of its own policy (the network's) keeps them.
+    if reply.header(ratelimit_fields::RATELIMIT_POLICY).is_some() {
+        return reply;
+    }
+    ratelimit_fields::headers(policy, &rate)
+        .into_iter()
+        .fold(reply, |reply, (name, value)| {
+            reply.with_header(&name, value)
+        })
+}
+
+/// A join or poll within the shopper's limit.
+async fn queue(
+    req: &Request,
+    env: &Env,
+    ctx: &Context,
+    settings: &Settings,
+    sku: &Sku,
+    user: &UserId,
+    action: QueueAction,
+) -> Reply {
     let base = base_url(req);
-    let (config, facts) = match room_of(settings, &base, &sku).await {
+    let (config, facts) = match room_of(settings, &base, sku).await {
         Ok(Some(known)) => known,
         Ok(None) => return answer::no_waiting_room(),
         Err(reply) => return reply,
@@ -219,8 +264,8 @@ pub(crate) async fn handle(
     let room = Room {
         env,
         ring,
-        sku: &sku,
-        user: &user,
+        sku,
+        user,
         config,
         base,
     };
@@ -229,23 +274,22 @@ pub(crate) async fn handle(
             // The bot defences of the join: the proof (spent by the shard), then the network's
             // bound on admissions, counted when the join made a new member.
             let defences = facts.defences.unwrap_or_default();
-            let expected = Expected {
-                sku: sku.as_str(),
-                user: user.as_str(),
-                purpose: Purpose::Join,
-            };
+            let expected = Expected::join(sku.as_str(), user.as_str());
             let proof = match defences::proof(req, settings, expected, &defences) {
                 Ok(proof) => proof,
                 Err(refused) => return refused,
             };
-            let flight = match defences::network(req, &sku, Kind::Admissions, 1, &defences) {
-                Ok(flight) => flight,
-                // A member joining again is no new admission: let it through uncounted.
-                Err(limited) => match room.member().await {
-                    Ok(Some(_)) => None,
-                    _ => return limited,
-                },
-            };
+            let flight =
+                match defences::network(req, settings, sku, user, Kind::Admissions, 1, &defences)
+                    .await
+                {
+                    Ok(flight) => flight,
+                    // A member joining again is no new admission: let it through uncounted.
+                    Err(limited) => match room.member().await {
+                        Ok(Some(_)) => None,
+                        _ => return limited,
+                    },
+                };
             match room.join(proof).await {
                 Ok(Joined::ProofSpent) => {
                     return crate::proof::answer::refused(sku.as_str(), ProofError::Spent);
@@ -275,33 +319,58 @@ pub(crate) async fn handle(
     }
 }
 
-/// The pass check of a purchase of a SKU whose facts (room known) show a waiting room: `None`
-/// when it may go on, else the answer (`403 not_admitted`, or `503` without `ROOM_SECRETS`).
-pub(crate) async fn check_purchase(
+/// Why a purchase of a SKU with a waiting room may not be new work.
+#[derive(Debug)]
+pub(crate) enum PassRefusal {
+    /// No valid pass (`403 not_admitted`, with where the shopper stands: [`not_admitted`]).
+    NotAdmitted(PassError),
+    /// `ROOM_SECRETS` missing: `503`, fail closed.
+    Unconfigured,
+}
+
+/// The pass check of a purchase of a SKU whose facts (room known) show a waiting room, without
+/// I/O: `None` when it may go on (no room, or a valid pass).
+pub(crate) fn pass_refusal(
+    req: &Request,
+    settings: &Settings,
+    sku: &Sku,
+    user: &UserId,
+    facts: &SkuFacts,
+) -> Option<PassRefusal> {
+    RoomConfig::of(facts)?;
+    let Some(ring) = &settings.room_secrets else {
+        worker::console_error!("a waiting room is set but ROOM_SECRETS is not: failing closed");
+        return Some(PassRefusal::Unconfigured);
+    };
+    Pass::check(
+        ring,
+        sku.as_str(),
+        user.as_str(),
+        header(req, PASS_HEADER).as_deref(),
+        now_ms(),
+    )
+    .err()
+    .map(PassRefusal::NotAdmitted)
+}
+
+/// The answer to a purchase [`pass_refusal`] refused: `403 not_admitted` with where the shopper
+/// stands (from their receipt, or their shard), or `503`.
+pub(crate) async fn not_admitted(
     req: &Request,
     env: &Env,
     settings: &Settings,
     sku: &Sku,
     user: &UserId,
     facts: &SkuFacts,
-) -> Option<Reply> {
-    let config = RoomConfig::of(facts)?;
-    let Some(ring) = &settings.room_secrets else {
-        worker::console_error!("a waiting room is set but ROOM_SECRETS is not: failing closed");
-        return Some(answer::unavailable());
+    refusal: PassRefusal,
+) -> Reply {
+    let (PassRefusal::NotAdmitted(refused), Some(config), Some(ring)) = (
+        refusal,
+        RoomConfig::of(facts),
+        settings.room_secrets.as_ref(),
+    ) else {
+        return answer::unavailable();
     };
-    let now = now_ms();
-    let refused = match Pass::check(
-        ring,
-        sku.as_str(),
-        user.as_str(),
-        header(req, PASS_HEADER).as_deref(),
-        now,
-    ) {
-        Ok(_) => return None,
-        Err(e) => e,
-    };
-    // Where the shopper stands, for the answer: from their receipt, or their shard.
     let room = Room {
         env,
         ring,
@@ -320,13 +389,13 @@ pub(crate) async fn check_purchase(
             (None, answer::UNAVAILABLE_RETRY_AFTER_SECS)
         }
     };
-    Some(answer::not_admitted(
+    answer::not_admitted(
         &format!(
             "{refused}; this sale has a waiting room: join it with POST /v1/queue/{sku} and buy with the pass it gives"
         ),
         position,
         retry,
-    ))
+    )
 }
 
 /// `GET /v1/queue/{sku}/stats` with the admin bearer token.

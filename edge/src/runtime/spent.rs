@@ -2,7 +2,9 @@
 //! `UserGate` (purchases) and their room shard (joins) — in each object's own SQLite: a proof is
 //! bound to its shopper, so its every use meets that shopper's object, at any location, and no
 //! object of its own is needed (the spent set is sharded with the shoppers). A record is kept
-//! until its proof expires; after that the proof no longer verifies anyway.
+//! until [`crate::proof::SPENT_KEPT_PAST_EXPIRY_MS`] after its proof expires (on this object's
+//! clock): past any skew with the worker's clock, which checks the expiry, the proof no longer
+//! verifies anyway.
 
 use worker::{SqlStorage, SqlStorageValue};
 
@@ -28,11 +30,14 @@ pub(crate) fn is_spent(sql: &SqlStorage, spend: &Spend) -> worker::Result<bool> 
     .is_empty())
 }
 
-/// Records `spend`, and forgets the records whose proofs expired before `now_ms`.
+/// Records `spend`, and forgets the records whose proofs expired long enough before `now_ms`
+/// ([`crate::proof::spent_forget_before`]).
 pub(crate) fn record(sql: &SqlStorage, spend: &Spend, now_ms: i64) -> worker::Result<()> {
     sql.exec(
         "DELETE FROM spent_proofs WHERE expires_ms < ?",
-        vec![SqlStorageValue::try_from_i64(now_ms)?],
+        vec![SqlStorageValue::try_from_i64(
+            crate::proof::spent_forget_before(now_ms),
+        )?],
     )?;
     sql.exec(
         "INSERT OR IGNORE INTO spent_proofs (id, expires_ms) VALUES (?, ?)",

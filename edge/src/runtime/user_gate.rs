@@ -8,11 +8,11 @@
 //! atomic for the user: the rate limit is exact and the key is claimed in flight before anything
 //! else can run), then, for a claimed attempt, sends the worker's signed call to the origin with
 //! its deadline (other requests of the user are served meanwhile, and a second one with the same
-//! key finds it in flight: 409), then `finish` (atomic too) stores or releases the key with the
-//! answer, which goes back to the worker. There is no global object: load spreads with the users.
+//! key finds it in flight: 409), then `finish` (atomic too) stores the answer with the key,
+//! releases the key or leaves it in doubt, and the answer goes back to the worker. There is no global object: load spreads with the users.
 //!
-//! Completed records (and returned-order marks) are purged by an alarm once older than
-//! `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
+//! Completed records, keys in doubt and returned-order marks are purged by an alarm once older
+//! than `IDEMPOTENCY_RETENTION_SECS` (>= 24 h).
 
 mod client;
 mod rows;
@@ -121,6 +121,10 @@ impl DurableObject for UserGate {
             "DELETE FROM returned_orders WHERE updated_ms < ?",
             vec![cutoff.into()],
         )?;
+        sql.exec(
+            "DELETE FROM doubtful_keys WHERE updated_ms < ?",
+            vec![cutoff.into()],
+        )?;
         #[derive(Deserialize)]
         struct Oldest {
             oldest: Option<i64>,
@@ -128,7 +132,8 @@ impl DurableObject for UserGate {
         let oldest = sql
             .exec(
                 "SELECT MIN(updated_ms) AS oldest FROM \
-                 (SELECT updated_ms FROM idempotency UNION ALL SELECT updated_ms FROM returned_orders)",
+                 (SELECT updated_ms FROM idempotency UNION ALL SELECT updated_ms FROM returned_orders \
+                 UNION ALL SELECT updated_ms FROM doubtful_keys)",
                 None,
             )?
             .one::<Oldest>()?
@@ -208,6 +213,7 @@ impl UserGate {
             qty: begin.qty,
             status: forwarded.status,
             body: forwarded.body.clone(),
+            proof: begin.proof.map(|p| p.id),
         };
         match self.finish(&finish) {
             Ok((_, true)) => self.arm_alarm().await,
@@ -231,7 +237,7 @@ impl UserGate {
         let snapshot = rows::snapshot(&sql, input)?;
         let attempt = rows::next_attempt(&sql)?;
         let (reply, effects) = gate::begin(&policy, &snapshot, input, now_ms(), attempt);
-        let stored = effects.record.stores_done();
+        let stored = effects.record.kept();
         rows::apply(&sql, &input.key, &input.sku, effects)?;
         Ok((reply, stored))
     }
@@ -297,7 +303,7 @@ impl UserGate {
         let sql = self.sql()?;
         let record = rows::read_record(&sql, &input.key)?;
         let (reply, effects) = gate::finish(record.as_ref(), input, now_ms());
-        let stored = effects.record.stores_done();
+        let stored = effects.record.kept();
         rows::apply(&sql, &input.key, &input.sku, effects)?;
         Ok((reply, stored))
     }

@@ -48,6 +48,13 @@ CREATE TABLE IF NOT EXISTS returned_orders (
     order_id TEXT PRIMARY KEY,
     updated_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS doubtful_keys (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    proof TEXT,
+    updated_ms INTEGER NOT NULL
+);
 ";
 
 #[derive(Deserialize)]
@@ -92,8 +99,29 @@ pub(super) fn first<T: DeserializeOwned>(
         .next())
 }
 
-/// The record of `key`, if any.
+#[derive(Deserialize)]
+pub(super) struct DoubtRow {
+    pub(super) fingerprint: String,
+    pub(super) attempt: i64,
+    pub(super) proof: Option<String>,
+    pub(super) updated_ms: i64,
+}
+
+/// The record of `key`, if any: its `idempotency` row, or its `doubtful_keys` row (a key in
+/// doubt: a table of its own, so objects created before it keep their `idempotency` schema).
 pub(super) fn read_record(sql: &SqlStorage, key: &str) -> worker::Result<Option<Record>> {
+    if let Some(d) = first::<DoubtRow>(
+        sql,
+        "SELECT fingerprint, attempt, proof, updated_ms FROM doubtful_keys WHERE key = ?",
+        vec![key.into()],
+    )? {
+        return Ok(Some(Record {
+            fingerprint: d.fingerprint,
+            attempt: d.attempt,
+            state: RecordState::InDoubt { proof: d.proof },
+            updated_ms: d.updated_ms,
+        }));
+    }
     let row: Option<RecordRow> = first(
         sql,
         "SELECT fingerprint, attempt, state, status, body, updated_ms FROM idempotency WHERE key = ?",
@@ -177,15 +205,37 @@ pub(super) fn apply(
             vec![SqlStorageValue::try_from_i64(tat)?],
         )?;
     }
+    if !matches!(effects.record, RecordChange::Keep) {
+        // A key is in one table at most: a new record replaces a doubt, and the reverse.
+        sql.exec("DELETE FROM doubtful_keys WHERE key = ?", vec![key.into()])?;
+    }
     match effects.record {
         RecordChange::Keep => {}
         RecordChange::Delete => {
             sql.exec("DELETE FROM idempotency WHERE key = ?", vec![key.into()])?;
         }
+        RecordChange::Put(Record {
+            fingerprint,
+            attempt,
+            state: RecordState::InDoubt { proof },
+            updated_ms,
+        }) => {
+            sql.exec("DELETE FROM idempotency WHERE key = ?", vec![key.into()])?;
+            sql.exec(
+                "INSERT INTO doubtful_keys (key, fingerprint, attempt, proof, updated_ms) VALUES (?, ?, ?, ?, ?)",
+                vec![
+                    key.into(),
+                    fingerprint.into(),
+                    attempt.into(),
+                    proof.into(),
+                    updated_ms.into(),
+                ],
+            )?;
+        }
         RecordChange::Put(record) => {
             let (state, status, body) = match record.state {
-                RecordState::InFlight => ("in_flight", None, None),
                 RecordState::Done { status, body } => ("done", Some(i64::from(status)), Some(body)),
+                RecordState::InFlight | RecordState::InDoubt { .. } => ("in_flight", None, None),
             };
             sql.exec(
                 "INSERT OR REPLACE INTO idempotency (key, fingerprint, attempt, state, status, body, updated_ms) \
