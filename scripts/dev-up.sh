@@ -25,9 +25,10 @@ log() { printf '[dev-up] %s\n' "$*" >&2; }
 # what they started too (cargo during the edge build, workerd under wrangler).
 set -m
 pids=()
+started_redis=() # only the nodes this run started are stopped with it (another's are left up)
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
-  for port in 6380 6381 6382; do redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; done
+  for port in "${started_redis[@]}"; do redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -36,6 +37,7 @@ for port in 6380 6381 6382; do
   if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
     redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
       --dir "$PWD/$state" --logfile "$PWD/$state/redis-$port.log"
+    started_redis+=("$port")
   fi
 done
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wave 7 (docs/benchmarks.md, "Next levers, measured in Postgres alone"): the payment statement
+# Wave 7 (docs/bench/diary.md, "Next levers, measured in Postgres alone"): the payment statement
 # of `store/payments.rs::pay_live_holds` run 300 times with 50 payments each from a PL/pgSQL loop,
 # on a fresh copy of a migrated database, as landed and in two variants. Exploratory: it measures
 # Postgres alone, not the origin. Run from the repository root with the machine's Postgres:

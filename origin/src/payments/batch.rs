@@ -29,7 +29,7 @@ pub const BATCH_MAX: usize = 500;
 const QUEUE_MAX: usize = 20_000;
 /// How long the first payment of a batch waits for others to join it. A transaction's cost in
 /// Postgres is mostly per transaction, not per payment: measured with `bench holds`' cost probe
-/// (docs/benchmarks.md), a payment cost ~0.2 ms of Postgres CPU in batches of a few and ~0.06 ms
+/// (docs/bench/diary.md), a payment cost ~0.2 ms of Postgres CPU in batches of a few and ~0.06 ms
 /// in batches of hundreds. A payment provider waits seconds for its answer; 20 ms is invisible
 /// to it, and at a sale's webhook rate it turns a few payments per transaction into dozens.
 pub const LINGER: Duration = Duration::from_millis(20);

@@ -13,7 +13,7 @@
 //!
 //! One tower layer with one boxed future per request, where a stack of `tower_http` layers and
 //! `axum::middleware::from_fn`s cost a boxed service, a boxed future, a cloned `Next` or a grown
-//! header map each (docs/benchmarks.md, "Issue 18, wave 8"). The request's own header map is
+//! header map each (docs/bench/diary.md, "Issue 18, wave 8"). The request's own header map is
 //! left as it arrived: the id travels with the request's future, not as an inserted header.
 
 use std::convert::Infallible;

@@ -129,7 +129,7 @@ pub(super) async fn open_batch(
 /// executions of each pooled connection's prepared statement) hashed ALL of
 /// `idempotency_records` and `orders` instead — 26 ms at 30,000 orders, growing with every sale;
 /// `user_id = ANY($2)` compared every counter of the SKU with every user of the batch
-/// (docs/benchmarks.md, "Per-batch reads").
+/// (docs/bench/diary.md, "Per-batch reads").
 ///
 /// The reads see the statement's snapshot, taken when it started — before the row lock was
 /// granted. Another transaction of the same SKU (a batch of a process whose lease was lost) may
