@@ -84,6 +84,21 @@ pub enum StoreError {
     Unexpected(#[source] sqlx::Error),
 }
 
+/// Commits `tx` unless `commit_by` (the instant after which the caller's lease may be gone, from
+/// `lease::SkuLease::commit_by`) has passed: then rolls it back and nothing is committed
+/// ([`StoreError::LeaseExpired`]). Every transaction that moves units under a lease ends here.
+pub(crate) async fn commit_within(
+    tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    commit_by: Option<std::time::Instant>,
+) -> Result<(), StoreError> {
+    if commit_by.is_some_and(|by| std::time::Instant::now() >= by) {
+        tx.rollback().await?;
+        return Err(StoreError::LeaseExpired);
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 /// The unique constraints the batch's write can hit because ANOTHER transaction wrote the same
 /// row first (a batch of another SKU, under another lock, with the same (user, key); or, for the
 /// random order id, a collision): a per-attempt conflict, retryable, never a bug. SQLSTATE 23505

@@ -268,18 +268,13 @@ impl UserGate {
 
     /// `returned`, synchronously: the units of a cancelled order leave the user's count, once.
     fn returned(&self, input: &ReturnedRequest) -> worker::Result<ReturnedReply> {
-        #[derive(Deserialize)]
-        struct Seen {
-            #[allow(dead_code)]
-            order_id: String,
-        }
         let sql = self.sql()?;
-        let already = first::<Seen>(
+        let already = !super::sql::raw_rows(
             &sql,
-            "SELECT order_id FROM returned_orders WHERE order_id = ?",
+            "SELECT 1 FROM returned_orders WHERE order_id = ?",
             vec![input.order_id.as_str().into()],
         )?
-        .is_some();
+        .is_empty();
         let bought = rows::bought(&sql, &input.sku)?;
         let delta = gate::returned_delta(bought, input.qty, already);
         if already {

@@ -103,11 +103,7 @@ pub async fn decide_batch(
         expires_at,
     )
     .await?;
-    if commit_by.is_some_and(|by| Instant::now() >= by) {
-        tx.rollback().await?;
-        return Err(StoreError::LeaseExpired);
-    }
-    tx.commit().await?;
+    super::commit_within(tx, commit_by).await?;
     Ok(BatchResult {
         decisions,
         remaining: locked.as_ref().map(|_| stock),

@@ -477,11 +477,7 @@ impl OrderTx {
             .execute(&mut *self.tx)
             .await?;
         }
-        if commit_by.is_some_and(|by| std::time::Instant::now() >= by) {
-            self.tx.rollback().await?;
-            return Err(StoreError::LeaseExpired);
-        }
-        self.tx.commit().await?;
+        super::commit_within(self.tx, commit_by).await?;
         // In the order of the changes.
         let mut orders = Vec::with_capacity(changes.len());
         for c in changes {
