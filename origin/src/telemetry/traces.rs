@@ -200,13 +200,44 @@ pub fn parent_from(headers: &HeaderMap) -> opentelemetry::Context {
     TraceContextPropagator::new().extract(&HeaderExtractor(headers))
 }
 
+/// Failed exports, logged at most once per [`Failures::EVERY`] with how many failed since the
+/// last line: a dead collector under load fails an export per 512 spans, which must not flood
+/// the logs.
+#[derive(Debug, Default)]
+struct Failures {
+    /// Failures not logged yet.
+    unlogged: std::sync::atomic::AtomicU64,
+    /// When the last line was logged (none yet: `None`).
+    logged_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Failures {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn report(&self, failure: &str) {
+        let failed = self.unlogged.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut logged_at = self.logged_at.lock().unwrap_or_else(|p| p.into_inner());
+        if logged_at.is_some_and(|at| at.elapsed() < Self::EVERY) {
+            return;
+        }
+        *logged_at = Some(std::time::Instant::now());
+        self.unlogged.store(0, Ordering::Relaxed);
+        tracing::warn!(
+            error = failure,
+            failed_exports = failed,
+            "traces: export failed; its spans are dropped"
+        );
+    }
+}
+
 /// The exporter's HTTP client: hyper over rustls (ring, the system's roots; `http://` and
 /// `https://`), each export run on the origin's tokio runtime — the SDK's batch processor calls
-/// it from its own thread — and bounded by the export timeout. A failed export is logged (at
-/// most one line per batch, every `OTEL_BSP_SCHEDULE_DELAY`) and its spans dropped.
+/// it from its own thread — and bounded by the export timeout. A failed export's spans are
+/// dropped, and the failure logged ([`Failures`]).
 #[derive(Debug, Clone)]
 struct OnRuntime {
     runtime: tokio::runtime::Handle,
+    failures: Arc<Failures>,
     client: Arc<
         HyperClient<
             hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
@@ -237,6 +268,7 @@ impl OnRuntime {
         let client = HyperClient::new(https, timeout, None);
         Ok(Self {
             runtime,
+            failures: Arc::default(),
             client: Arc::new(client),
         })
     }
@@ -254,13 +286,15 @@ impl HttpClient for OnRuntime {
             Ok(answer) => answer,
             Err(join) => Err(Box::new(join) as HttpError),
         };
-        match &answer {
-            Err(e) => tracing::warn!(error = %e, "traces: export failed; its spans are dropped"),
-            Ok(res) if !res.status().is_success() => tracing::warn!(
-                status = res.status().as_u16(),
-                "traces: the collector refused an export; its spans are dropped"
-            ),
-            Ok(_) => {}
+        let failure = match &answer {
+            Err(e) => Some(e.to_string()),
+            Ok(res) if !res.status().is_success() => {
+                Some(format!("the collector answered {}", res.status().as_u16()))
+            }
+            Ok(_) => None,
+        };
+        if let Some(failure) = failure {
+            self.failures.report(&failure);
         }
         answer
     }
