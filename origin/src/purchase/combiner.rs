@@ -211,7 +211,7 @@ impl Worker {
                 .map(|j| j.deadline)
                 .min()
                 .unwrap_or_else(Instant::now);
-            let trace = BatchSpan::open(&self.sku, self.pending.iter().take(self.batch_len()));
+            let trace = BatchSpan::open(&self.sku, || self.pending.iter().take(self.batch_len()));
             let taking = trace.lease("acquire");
             let acquired = self
                 .ctx
@@ -266,7 +266,7 @@ impl Worker {
                 break;
             }
             let trace = first.take().unwrap_or_else(|| {
-                BatchSpan::open(&self.sku, self.pending.iter().take(self.batch_len()))
+                BatchSpan::open(&self.sku, || self.pending.iter().take(self.batch_len()))
             });
             // Holds of this SKU that fell due are expired first, under this lease: their
             // units are on sale for the batch that follows (the lease is extended
@@ -426,7 +426,7 @@ impl Worker {
     async fn decide_unknown(&mut self) -> bool {
         let n = self.pending.len().min(self.ctx.settings.batch_max);
         let batch: Vec<Job> = self.pending.drain(..n).collect();
-        let trace = BatchSpan::open(&self.sku, &batch);
+        let trace = BatchSpan::open(&self.sku, || &batch);
         trace.decides(&batch);
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         let commit = trace.unleased_commit();

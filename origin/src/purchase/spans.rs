@@ -44,9 +44,12 @@ pub(super) struct BatchSpan {
 }
 
 impl BatchSpan {
-    /// The span of the batch about to be decided from `jobs` (the front of the queue): the child
-    /// of the first of them whose trace is sampled.
-    pub(super) fn open<'a>(sku: &Sku, jobs: impl IntoIterator<Item = &'a Job>) -> Self {
+    /// The span of the batch about to be decided from `jobs()` (the front of the queue, looked
+    /// at only when traces are on): the child of the first of them whose trace is sampled.
+    pub(super) fn open<'a, I>(sku: &Sku, jobs: impl FnOnce() -> I) -> Self
+    where
+        I: IntoIterator<Item = &'a Job>,
+    {
         let none = Self {
             span: Span::none(),
             parent: None,
@@ -54,7 +57,7 @@ impl BatchSpan {
         if !traces::on() {
             return none;
         }
-        let Some((request, parent)) = jobs.into_iter().find_map(|job| {
+        let Some((request, parent)) = jobs().into_iter().find_map(|job| {
             let request = job.span.as_deref()?;
             sampled(Some(request)).map(|cx| (request, cx.span_id()))
         }) else {
