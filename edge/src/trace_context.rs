@@ -10,8 +10,6 @@
 //! trace, and its `tracestate` dropped (as the specification says). Neither header is signed
 //! (docs/signing.md): they only label telemetry.
 
-use std::fmt::Write as _;
-
 /// Longest `tracestate` forwarded (the specification's limit for propagating it whole).
 pub const MAX_TRACESTATE_LEN: usize = 512;
 /// Most list members a forwarded `tracestate` may have.
@@ -38,12 +36,23 @@ impl TraceContext {
                 tracestate: tracestate.and_then(parse_tracestate),
             };
         }
-        let [a, b, c] = random();
+        let [a, mut b, mut c] = random();
         // All-zero ids are invalid: a zero draw (vanishingly rare) is replaced by 1.
-        let trace_id = (u128::from(a) << 64 | u128::from(b)).max(1);
-        let parent_id = c.max(1);
+        if a == 0 && b == 0 {
+            b = 1;
+        }
+        if c == 0 {
+            c = 1;
+        }
+        let mut traceparent = String::with_capacity(55);
+        traceparent.push_str("00-");
+        push_hex(&mut traceparent, a);
+        push_hex(&mut traceparent, b);
+        traceparent.push('-');
+        push_hex(&mut traceparent, c);
+        traceparent.push_str("-01");
         Self {
-            traceparent: format!("00-{trace_id:032x}-{parent_id:016x}-01"),
+            traceparent,
             tracestate: None,
         }
     }
@@ -55,12 +64,21 @@ impl TraceContext {
 
     /// The trace id (32 lowercase hex digits).
     pub fn trace_id(&self) -> &str {
-        &self.traceparent[3..35]
+        self.traceparent.get(3..35).unwrap_or_default()
     }
 
     /// The `tracestate` to forward, if any.
     pub fn tracestate(&self) -> Option<&str> {
         self.tracestate.as_deref()
+    }
+}
+
+/// Appends `v` as 16 lowercase hex digits (no `format!`: its integer formatting machinery costs
+/// the worker's size budget more than this).
+fn push_hex(out: &mut String, v: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.push(char::from(DIGITS[((v >> (shift * 4)) & 0xf) as usize]));
     }
 }
 
@@ -72,7 +90,7 @@ fn lower_hex(s: &str) -> bool {
 /// ids not all zero, version `00` exactly 55 characters; a higher version (not `ff`) may carry
 /// more after a `-`, which is dropped.
 fn parse_traceparent(raw: &str) -> Option<String> {
-    let raw = raw.trim_matches([' ', '\t']);
+    let raw = raw.trim();
     let head = raw.get(..55)?;
     let rest = &raw[55..];
     let mut fields = head.split('-');
@@ -102,10 +120,17 @@ fn parse_traceparent(raw: &str) -> Option<String> {
     if trace_id.bytes().all(|b| b == b'0') || parent_id.bytes().all(|b| b == b'0') {
         return None;
     }
-    // Version 00 defines one flag (sampled); the others are forwarded cleared.
-    let sampled = u8::from_str_radix(flags, 16).ok()? & 1;
+    // Version 00 defines one flag (sampled, the lowest bit); the others are forwarded cleared.
+    let sampled = matches!(
+        flags.as_bytes()[1],
+        b'1' | b'3' | b'5' | b'7' | b'9' | b'b' | b'd' | b'f'
+    );
     let mut out = String::with_capacity(55);
-    let _ = write!(out, "00-{trace_id}-{parent_id}-{sampled:02x}");
+    out.push_str("00-");
+    out.push_str(trace_id);
+    out.push('-');
+    out.push_str(parent_id);
+    out.push_str(if sampled { "-01" } else { "-00" });
     Some(out)
 }
 
@@ -113,7 +138,7 @@ fn parse_traceparent(raw: &str) -> Option<String> {
 /// and [`MAX_TRACESTATE_MEMBERS`] `key=value` members; anything else is dropped (the trace
 /// continues without it).
 fn parse_tracestate(raw: &str) -> Option<String> {
-    let raw = raw.trim_matches([' ', '\t']);
+    let raw = raw.trim();
     if raw.is_empty()
         || raw.len() > MAX_TRACESTATE_LEN
         || !raw.bytes().all(|b| (0x20..=0x7e).contains(&b))
@@ -122,7 +147,7 @@ fn parse_tracestate(raw: &str) -> Option<String> {
     }
     let members: Vec<&str> = raw
         .split(',')
-        .map(|m| m.trim_matches([' ', '\t']))
+        .map(|m| m.trim())
         .filter(|m| !m.is_empty())
         .collect();
     let well_formed = members.len() <= MAX_TRACESTATE_MEMBERS
