@@ -211,7 +211,10 @@ impl Worker {
                 .map(|j| j.deadline)
                 .min()
                 .unwrap_or_else(Instant::now);
-            let trace = BatchSpan::open(&self.sku, || self.pending.iter().take(self.batch_len()));
+            let trace = BatchSpan::open(&self.sku, || {
+                let n = self.batch_len();
+                self.pending.iter().take(n).map(|j| j.span.as_deref())
+            });
             let taking = trace.lease("acquire");
             let acquired = self
                 .ctx
@@ -266,7 +269,10 @@ impl Worker {
                 break;
             }
             let trace = first.take().unwrap_or_else(|| {
-                BatchSpan::open(&self.sku, || self.pending.iter().take(self.batch_len()))
+                BatchSpan::open(&self.sku, || {
+                    let n = self.batch_len();
+                    self.pending.iter().take(n).map(|j| j.span.as_deref())
+                })
             });
             // Holds of this SKU that fell due are expired first, under this lease: their
             // units are on sale for the batch that follows (the lease is extended
@@ -345,7 +351,7 @@ impl Worker {
     async fn batch(&mut self, lease: &HeldLease, trace: BatchSpan) -> BatchStep {
         let n = self.batch_len();
         let batch: Vec<Job> = self.pending.drain(..n).collect();
-        trace.decides(&batch);
+        trace.decides(batch.iter().map(|j| j.span.as_deref()));
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         // How often a conflict may roll this batch back before it is answered 503. A conflict
         // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch of
@@ -426,8 +432,8 @@ impl Worker {
     async fn decide_unknown(&mut self) -> bool {
         let n = self.pending.len().min(self.ctx.settings.batch_max);
         let batch: Vec<Job> = self.pending.drain(..n).collect();
-        let trace = BatchSpan::open(&self.sku, || &batch);
-        trace.decides(&batch);
+        let trace = BatchSpan::open(&self.sku, || batch.iter().map(|j| j.span.as_deref()));
+        trace.decides(batch.iter().map(|j| j.span.as_deref()));
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         let commit = trace.unleased_commit();
         let decided = self

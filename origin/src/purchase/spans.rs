@@ -24,7 +24,6 @@ use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::answer::BatchRef;
-use super::combiner::Job;
 use crate::telemetry::traces;
 
 /// A request's span context, when its trace is being recorded.
@@ -44,11 +43,12 @@ pub(super) struct BatchSpan {
 }
 
 impl BatchSpan {
-    /// The span of the batch about to be decided from `jobs()` (the front of the queue, looked
-    /// at only when traces are on): the child of the first of them whose trace is sampled.
-    pub(super) fn open<'a, I>(sku: &Sku, jobs: impl FnOnce() -> I) -> Self
+    /// The span of the batch about to be decided for `requests()` — the spans of the requests
+    /// at the front of the queue, looked at only when traces are on: the child of the first of
+    /// them whose trace is sampled.
+    pub(super) fn open<'a, I>(sku: &Sku, requests: impl FnOnce() -> I) -> Self
     where
-        I: IntoIterator<Item = &'a Job>,
+        I: IntoIterator<Item = Option<&'a Span>>,
     {
         let none = Self {
             span: Span::none(),
@@ -57,8 +57,8 @@ impl BatchSpan {
         if !traces::on() {
             return none;
         }
-        let Some((request, parent)) = jobs().into_iter().find_map(|job| {
-            let request = job.span.as_deref()?;
+        let Some((request, parent)) = requests().into_iter().find_map(|request| {
+            let request = request?;
             sampled(Some(request)).map(|cx| (request, cx.span_id()))
         }) else {
             return none;
@@ -81,14 +81,15 @@ impl BatchSpan {
         }
     }
 
-    /// The requests this batch decides: their number, and a link to each sampled one.
-    pub(super) fn decides(&self, jobs: &[Job]) {
+    /// The requests this batch decides (their spans): their number, and a link to each sampled
+    /// one.
+    pub(super) fn decides<'a>(&self, requests: impl ExactSizeIterator<Item = Option<&'a Span>>) {
         if self.span.is_disabled() {
             return;
         }
-        self.span.record("flashgate.batch.size", jobs.len());
-        for job in jobs {
-            if let Some(cx) = sampled(job.span.as_deref()) {
+        self.span.record("flashgate.batch.size", requests.len());
+        for request in requests {
+            if let Some(cx) = sampled(request) {
                 if Some(cx.span_id()) != self.parent {
                     self.span.add_link(cx);
                 }
