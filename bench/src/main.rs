@@ -4,7 +4,7 @@
 //! starts a private cluster per target and runs the same sale against each in one run — the
 //! origin with the combiner (batching + single-flight), the same origin deciding one purchase per
 //! lock and per transaction (`BATCH_MAX=1`), the redis-lua baseline (`serve/redis_lua.rs`) and the HTTP
-//! ceiling (`serve/ceiling.rs`), with cold and warm connections — and prints them side by side,
+//! ceiling (`serve/ceiling.rs`), and on demand the origin exporting traces (`traced`), with cold and warm connections — and prints them side by side,
 //! each as a share of the ceiling and a ratio to redis-lua. `bench soak` starts the same kind of
 //! cluster and runs a long sale at a steady open-loop rate, sampling each origin's RSS and open
 //! file descriptors. Every run verifies the invariants against the database and exits non-zero
@@ -22,6 +22,7 @@ mod books;
 mod cluster;
 mod events;
 mod holds;
+mod otlp_sink;
 mod plot;
 mod procstat;
 mod report;
@@ -245,25 +246,40 @@ async fn main() -> anyhow::Result<()> {
             let mut runs = Vec::new();
             for (mode, target) in plan {
                 let server = match target {
-                    Target::Combiner | Target::Baseline => cluster::Server::Origin {
-                        bin: &origin_bin,
-                        one_per_lease: target == Target::Baseline,
-                        redis_nodes,
-                    },
+                    Target::Combiner | Target::Baseline | Target::Traced => {
+                        cluster::Server::Origin {
+                            bin: &origin_bin,
+                            one_per_lease: target == Target::Baseline,
+                            redis_nodes,
+                        }
+                    }
                     Target::RedisLua => cluster::Server::RedisLua {
                         db_pool: lua_db_pool,
                     },
                     Target::Ceiling => cluster::Server::Ceiling,
                 };
                 eprintln!("== {target}, {mode} connections: {origins} process(es), {server:?}");
-                let cluster = cluster::Cluster::start(server, &postgres, origins).await?;
+                // `traced`: the origins export every purchase's spans to a sink of this process.
+                let sink = match target {
+                    Target::Traced => Some(otlp_sink::Sink::start().await?),
+                    _ => None,
+                };
+                let extra = cluster::Extra {
+                    env: sink
+                        .as_ref()
+                        .map(otlp_sink::Sink::origin_env)
+                        .unwrap_or_default(),
+                    ..cluster::Extra::default()
+                };
+                let cluster =
+                    cluster::Cluster::start_with(server, &postgres, origins, &extra).await?;
                 let name = format!("{target}-{mode}");
                 let mut args = sale.clone();
                 args.label = format!("{}-{name}", sale.label);
                 args.cold_connections = mode == Connections::Cold;
                 let auth = sale::Auth::Edge(shared::SecretRing::single(cluster::EDGE_SECRET));
                 let books = match target {
-                    Target::Combiner | Target::Baseline => sale::Books::Origin,
+                    Target::Combiner | Target::Baseline | Target::Traced => sale::Books::Origin,
                     Target::RedisLua => sale::Books::RedisLua {
                         redis_url: cluster.redis_urls.first().map_or("", String::as_str),
                     },
@@ -289,6 +305,9 @@ async fn main() -> anyhow::Result<()> {
                 .await;
                 let passed = result.as_ref().is_ok_and(|r| r.invariants.ok());
                 cluster.stop(passed).await;
+                if let Some(sink) = &sink {
+                    eprintln!("== {name}: {}", sink.received());
+                }
                 runs.push(report::Run {
                     target,
                     connections: mode,

@@ -290,6 +290,9 @@ pub(crate) fn summary(runs: &[Run]) -> String {
     if targets.contains(&Target::Baseline) {
         references.push((Target::Baseline, "× baseline"));
     }
+    if targets.contains(&Target::Traced) {
+        references.push((Target::Combiner, "× combiner"));
+    }
     let mut header = vec!["target".to_owned()];
     for m in &modes {
         header.push(format!("{m}: purchases/s"));

@@ -1,5 +1,6 @@
 //! What `bench compare` measures, parsed once from its command line: the targets (the origin
-//! in batches and in batches of one, the redis-lua baseline, the HTTP ceiling), the connection modes
+//! in batches and in batches of one, the origin exporting traces, the redis-lua baseline, the
+//! HTTP ceiling), the connection modes
 //! (cold: opened when the sale opens; warm: opened before it), and the order of the runs.
 
 use std::fmt;
@@ -12,6 +13,10 @@ pub(crate) enum Target {
     /// The same origin deciding one purchase per Redlock lease and per transaction
     /// (`BATCH_MAX=1`, `LOCK_MAX_HOLD_MS=0`): what batching buys.
     Baseline,
+    /// The origin with its combiner and traces on: every purchase sampled
+    /// (`OTEL_TRACES_SAMPLER=always_on`), its spans exported with OTLP over HTTP to a sink in the
+    /// bench process ([`crate::otlp_sink`]) — what traces cost (issue 38).
+    Traced,
     /// `bench serve-redis-lua`: stock in one Redis node behind a Lua check-and-decrement, then a
     /// Postgres transaction per purchase.
     RedisLua,
@@ -24,6 +29,7 @@ impl Target {
         match self {
             Self::Combiner => "combiner",
             Self::Baseline => "baseline",
+            Self::Traced => "traced",
             Self::RedisLua => "redis-lua",
             Self::Ceiling => "ceiling",
         }

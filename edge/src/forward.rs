@@ -7,11 +7,12 @@ mod answer;
 mod learn;
 
 use shared::SecretRing;
-use shared::headers::{IDEMPOTENCY_KEY, REQUEST_ID, SIGNATURE, USER};
+use shared::headers::{IDEMPOTENCY_KEY, REQUEST_ID, SIGNATURE, TRACEPARENT, TRACESTATE, USER};
 use shared::signing::{SignedParts, sign};
 
 use crate::purchase::Purchase;
 use crate::request_id::RequestId;
+use crate::trace_context::TraceContext;
 pub use answer::{
     Forwarded, MAX_ORIGIN_BODY_BYTES, OriginAnswer, Outcome, UNAVAILABLE_RETRY_AFTER_SECS,
     classify, unavailable,
@@ -44,16 +45,21 @@ pub fn signed_headers(
     ]
 }
 
-/// Everything the forwarded request carries: the [`signed_headers`] plus the request id (not
-/// signed: it only labels logs).
+/// Everything the forwarded request carries: the [`signed_headers`] plus the request id and the
+/// W3C trace context (not signed: they only label logs and traces — docs/signing.md).
 pub fn origin_headers(
     keys: &SecretRing,
     now: i64,
     purchase: &Purchase,
     request_id: &RequestId,
+    trace: &TraceContext,
 ) -> Vec<(&'static str, String)> {
     let mut headers = signed_headers(keys, now, purchase);
     headers.push((REQUEST_ID, request_id.to_string()));
+    headers.push((TRACEPARENT, trace.traceparent().to_owned()));
+    if let Some(state) = trace.tracestate() {
+        headers.push((TRACESTATE, state.to_owned()));
+    }
     headers
 }
 

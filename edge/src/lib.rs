@@ -11,7 +11,7 @@
 //!   [`fingerprint`] + [`idempotency`] (the per-key state machine), [`schedule`] (the sale's start, end and pause, answered from cached facts), [`shield`] (sold-out and
 //!   per-user-cap pre-checks, cached SKU facts), [`gate`] (the per-user decision the Durable Object
 //!   runs), [`purchase`] (request validation in contract order), [`cache_policy`], [`routes`], [`url_parts`],
-//!   [`warmup`], [`orders`] (a shopper's own orders: view and cancel), `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`), [`session`] (the shopper credential: Bearer header or session cookie under the CSRF defence), [`sale_page`] (`GET /sale/{sku}` and its Content-Security-Policy), [`http_date`] (the `Date` header) and [`reply`] (responses as data).
+//!   [`warmup`], [`orders`] (a shopper's own orders: view and cancel), `openapi` (the API description, native only), [`forward`] (signed forwarding and origin answers), [`protocol`] (worker ↔ Durable Object messages), [`request_id`] (`Flashgate-Request-Id`), [`trace_context`] (the W3C `traceparent`/`tracestate` forwarded to the origin), [`session`] (the shopper credential: Bearer header or session cookie under the CSRF defence), [`sale_page`] (`GET /sale/{sku}` and its Content-Security-Policy), [`http_date`] (the `Date` header) and [`reply`] (responses as data).
 //! - **Runtime adapters** — `runtime`, compiled only for `wasm32`: the fetch entry point, the
 //!   per-user SQLite-backed Durable Object, the Cache API and the signed fetch to the origin. They
 //!   move bytes between the Workers runtime and the policy modules and decide nothing themselves.
@@ -42,6 +42,7 @@ pub mod sale_page;
 pub mod schedule;
 pub mod session;
 pub mod shield;
+pub mod trace_context;
 pub mod url_parts;
 pub mod warmup;
 

@@ -26,6 +26,8 @@ use utoipa::OpenApi;
     params(
         ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form; retry with the same key"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated to the origin's logs and echoed back; generated when absent"),
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context: continued into the origin's spans when valid; absent or malformed, the edge starts a trace (never an error)"),
+        ("tracestate" = Option<String>, Header, description = "W3C Trace Context vendor state, forwarded with a valid `traceparent` (at most 512 characters, 32 members)"),
         ("Flashgate-Pass" = Option<String>, Header, description = "Required for a SKU with a waiting room: the `pass` of an admitted `/v1/queue/{sku}` answer, valid for this shopper and SKU until it expires"),
         ("Flashgate-Queue-Receipt" = Option<String>, Header, description = "Optional with a waiting room: the `receipt` of the last queue answer; a refusal then finds the `position` without asking the room's objects"),
         ("Flashgate-Proof" = Option<String>, Header, description = "Required for a SKU with `proof_of_work` and no waiting room: a solved challenge of `GET /v1/challenge` (base64 of the ALTCHA payload JSON `{algorithm, challenge, number, salt, signature}`), for this SKU, this shopper and `purchase`, unexpired and never used before. Never forwarded to the origin"),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use origin::telemetry::Traces;
 use secrecy::ExposeSecret;
 
 /// `--features mimalloc`: mimalloc as the global allocator (see origin/Cargo.toml).
@@ -50,12 +51,24 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    origin::telemetry::init();
-    match cli.command.unwrap_or(Command::Serve) {
+    let command = cli.command.unwrap_or(Command::Serve);
+    // Only the server exports traces (OTEL_* variables; docs/operations.md, "Traces").
+    let traces = match command {
+        Command::Serve => Traces::FromEnv,
+        _ => Traces::Off,
+    };
+    let telemetry = origin::telemetry::init(traces);
+    match command {
         Command::Serve => {}
         Command::Reconcile => return Ok(reconcile().await),
         Command::Pseudonym { user, key } => return Ok(pseudonym(&user, key.as_deref())),
     }
+    let served = serve().await;
+    telemetry.shutdown().await;
+    served
+}
+
+async fn serve() -> anyhow::Result<ExitCode> {
     let settings =
         origin::Settings::from_env().context("reading configuration from the environment")?;
     let app = origin::Application::build(settings).await?;

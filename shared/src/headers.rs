@@ -11,5 +11,10 @@ pub const SIGNATURE: &str = "flashgate-signature";
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// A request id propagated from the edge through the origin for log correlation.
 pub const REQUEST_ID: &str = "flashgate-request-id";
+/// W3C Trace Context: the trace a request belongs to (`version-traceid-parentid-flags`); the edge
+/// forwards it to the origin unsigned, next to the request id (docs/signing.md).
+pub const TRACEPARENT: &str = "traceparent";
+/// W3C Trace Context: vendors' state of the trace, forwarded with [`TRACEPARENT`].
+pub const TRACESTATE: &str = "tracestate";
 /// RFC 9457 media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";

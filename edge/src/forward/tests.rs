@@ -21,7 +21,9 @@ fn the_forwarded_request_verifies_with_the_origin_rules() {
     // The edge mid-rotation: new key first (current), old key still held.
     let edge_keys = SecretRing::parse("k2:edge-new,k1:edge-old", 1).expect("ring");
     let rid = RequestId::parse("shop-trace-1").expect("id");
-    let headers = origin_headers(&edge_keys, 1_700_000_000, &p, &rid);
+    let shopper_trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = TraceContext::choose(Some(shopper_trace), Some("shop=1"), || [1, 2, 3]);
+    let headers = origin_headers(&edge_keys, 1_700_000_000, &p, &rid, &trace);
     let get = |n: &str| {
         headers
             .iter()
@@ -31,6 +33,9 @@ fn the_forwarded_request_verifies_with_the_origin_rules() {
     assert_eq!(get(IDEMPOTENCY_KEY), Some("\"k\\\"1\""));
     assert_eq!(get(USER), Some("alice"));
     assert_eq!(get(REQUEST_ID), Some("shop-trace-1"));
+    // The shopper's trace continues at the origin, unsigned (the signature is v2 as before).
+    assert_eq!(get(TRACEPARENT), Some(shopper_trace));
+    assert_eq!(get(TRACESTATE), Some("shop=1"));
     // Signed v2 with the current key, named.
     let signature = get(SIGNATURE).unwrap_or_default();
     assert!(

@@ -25,6 +25,23 @@ pub(crate) fn random_u64_pair() -> [u64; 2] {
     [draw(), draw() ^ Date::now().as_millis()]
 }
 
+/// Three random 64-bit words from the platform's CSPRNG (a new trace's ids: 128 bits of trace id,
+/// 64 of parent id), or from [`random_u64_pair`] should it fail.
+pub(crate) fn random_trace_ids() -> [u64; 3] {
+    let mut bytes = [0u8; 24];
+    if getrandom::fill(&mut bytes).is_err() {
+        let [a, b] = random_u64_pair();
+        let [c, _] = random_u64_pair();
+        return [a, b, c];
+    }
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    [word(0), word(1), word(2)]
+}
+
 /// A request header's value, `None` when absent (or not readable).
 pub(crate) fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()

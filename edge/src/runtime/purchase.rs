@@ -17,7 +17,7 @@
 
 use futures_util::StreamExt;
 use shared::ErrorCode;
-use shared::headers::IDEMPOTENCY_KEY;
+use shared::headers::{IDEMPOTENCY_KEY, TRACEPARENT, TRACESTATE};
 use worker::{ByteStream, Context, Env, Request};
 
 use crate::cache_policy::facts_key;
@@ -32,9 +32,10 @@ use crate::reply::Reply;
 use crate::request_id::RequestId;
 use crate::schedule::{self, Local};
 use crate::shield::SkuFacts;
+use crate::trace_context::TraceContext;
 
 use super::defences::{self, Flight};
-use super::http::{SessionParts, base_url, header, now_ms};
+use super::http::{SessionParts, base_url, header, now_ms, random_trace_ids};
 use super::room;
 use super::sku_cache;
 use super::skus;
@@ -129,6 +130,12 @@ pub(crate) async fn handle(
         proof,
         new_work_refused: refusal.is_some(),
     };
+    // The shopper's trace (a valid `traceparent`) continued, or a new one.
+    let trace = TraceContext::choose(
+        header(req, TRACEPARENT).as_deref(),
+        header(req, TRACESTATE).as_deref(),
+        random_trace_ids,
+    );
     // Signed here (the secrets stay with the worker), sent by the object only if it claims the key.
     let origin = OriginCall {
         url: format!("{}{}", settings.origin_url, forward::PURCHASE_PATH),
@@ -137,6 +144,7 @@ pub(crate) async fn handle(
             now_ms() / 1_000,
             &purchase,
             request_id,
+            &trace,
         )
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))

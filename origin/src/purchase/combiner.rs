@@ -22,6 +22,9 @@
 //! replays; if the SKU was created meanwhile, nothing is decided and the lease is taken), so
 //! attempts for made-up SKUs never create Redis keys.
 //!
+//! Traced ([`super::spans`]): each batch is a `batch` span with its `lease` and `commit`
+//! spans, the child of one of its requests' spans and linked to the others.
+//!
 //! [`knowledge`]: super::knowledge
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -30,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use shared::Sku;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::answer::{Answer, BatchRef, Refusal};
@@ -38,6 +42,7 @@ use super::context::{
 };
 use super::knowledge::{Sale, SaleKnowledge};
 use super::runtime::Deciders;
+use super::spans::{self, BatchSpan};
 use crate::decision::Attempt;
 use crate::lease::HeldLease;
 use crate::store::StoreError;
@@ -78,6 +83,9 @@ pub struct Job {
     pub deadline: Instant,
     /// Where its [`Answer`] goes: the waiting request.
     pub reply: oneshot::Sender<Answer>,
+    /// The waiting request's span in its trace (`None` when traces are off: the job stays as
+    /// small as without them): the parent of, or a link from, the `batch` span that decides it.
+    pub span: Option<Box<tracing::Span>>,
 }
 
 /// The per-SKU combiners of this process.
@@ -203,7 +211,18 @@ impl Worker {
                 .map(|j| j.deadline)
                 .min()
                 .unwrap_or_else(Instant::now);
-            let lease = match self.ctx.locks.acquire(&self.sku, deadline).await {
+            let trace = BatchSpan::open(&self.sku, || {
+                let n = self.batch_len();
+                self.pending.iter().take(n).map(|j| j.span.as_deref())
+            });
+            let taking = trace.lease("acquire");
+            let acquired = self
+                .ctx
+                .locks
+                .acquire(&self.sku, deadline)
+                .instrument(taking.clone())
+                .await;
+            let lease = match acquired {
                 Ok(lease) => {
                     // Another process held the lock meanwhile and may have sold the last unit:
                     // read the SKU again rather than trust this process's "not sold out", so a
@@ -216,13 +235,16 @@ impl Worker {
                     lease
                 }
                 Err(e) => {
+                    spans::failed(&taking);
+                    trace.failed();
                     log_lock_failure(&self.sku, &e);
                     let jobs: Vec<Job> = self.pending.drain(..).collect();
                     self.refuse_all(jobs, lock_refusal(&e));
                     continue;
                 }
             };
-            let gave_up_for_fairness = self.hold(lease).await;
+            drop(taking);
+            let gave_up_for_fairness = self.hold(lease, trace).await;
             if std::mem::take(&mut self.unknown_sku) && self.pending.is_empty() && self.retire() {
                 return;
             }
@@ -233,9 +255,11 @@ impl Worker {
         }
     }
 
-    /// Decides batches while holding `lease`; releases it at the end. Returns whether the lease
-    /// was given up for fairness with work still queued.
-    async fn hold(&mut self, mut lease: HeldLease) -> bool {
+    /// Decides batches while holding `lease`, the first one under `first` (the span that took the
+    /// lease); releases it at the end. Returns whether the lease was given up for fairness with
+    /// work still queued.
+    async fn hold(&mut self, mut lease: HeldLease, first: BatchSpan) -> bool {
+        let mut first = Some(first);
         let held_since = Instant::now();
         let mut lease_ok = true;
         let mut fair = false;
@@ -244,6 +268,12 @@ impl Worker {
             if self.pending.is_empty() {
                 break;
             }
+            let trace = first.take().unwrap_or_else(|| {
+                BatchSpan::open(&self.sku, || {
+                    let n = self.batch_len();
+                    self.pending.iter().take(n).map(|j| j.span.as_deref())
+                })
+            });
             // Holds of this SKU that fell due are expired first, under this lease: their
             // units are on sale for the batch that follows (the lease is extended
             // after them if they took too much of it).
@@ -253,7 +283,15 @@ impl Worker {
                 }
             }
             if lease.running_low() {
-                if let Err(e) = self.ctx.locks.extend(&mut lease).await {
+                let extending = trace.lease("extend");
+                let extended = self
+                    .ctx
+                    .locks
+                    .extend(&mut lease)
+                    .instrument(extending.clone())
+                    .await;
+                if let Err(e) = extended {
+                    spans::failed(&extending);
                     tracing::info!(sku = %self.sku, error = %e, "lease could not be extended; re-acquiring");
                     lease_ok = false;
                     break;
@@ -263,7 +301,7 @@ impl Worker {
                     break;
                 }
             }
-            match self.batch(&lease).await {
+            match self.batch(&lease, trace).await {
                 BatchStep::Done { sold_out: true } => break,
                 BatchStep::Done { sold_out: false } => {}
                 BatchStep::LeaseGone => {
@@ -309,10 +347,11 @@ impl Worker {
         most
     }
 
-    /// Decides one batch from the front of the queue.
-    async fn batch(&mut self, lease: &HeldLease) -> BatchStep {
+    /// Decides one batch from the front of the queue, traced by `trace`.
+    async fn batch(&mut self, lease: &HeldLease, trace: BatchSpan) -> BatchStep {
         let n = self.batch_len();
         let batch: Vec<Job> = self.pending.drain(..n).collect();
+        trace.decides(batch.iter().map(|j| j.span.as_deref()));
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
         // How often a conflict may roll this batch back before it is answered 503. A conflict
         // (`StoreError::Conflict`) is almost always one attempt's: another transaction — a batch of
@@ -344,13 +383,20 @@ impl Worker {
                 fence: terms.fence(),
             };
             let observed_at = Instant::now();
-            match self
+            let commit = trace.commit(batch_ref, conflicts + 1);
+            let decided = self
                 .ctx
                 .decide(&self.sku, &attempts, Some(terms), batch_ref)
-                .await
-            {
+                .instrument(commit.clone())
+                .await;
+            if decided.is_err() {
+                spans::failed(&commit);
+            }
+            drop(commit);
+            match decided {
                 Ok(mut result) => {
                     let sold_out = result.remaining == Some(0);
+                    trace.committed(sold_out);
                     self.unknown_sku = result.remaining.is_none();
                     let decisions = std::mem::take(&mut result.decisions);
                     for (job, decision) in batch.into_iter().zip(decisions) {
@@ -372,6 +418,7 @@ impl Worker {
                     return BatchStep::LeaseGone;
                 }
                 Err(e) => {
+                    trace.failed();
                     self.refuse_all(batch, store_refusal(&e));
                     return BatchStep::Done { sold_out: false };
                 }
@@ -385,8 +432,21 @@ impl Worker {
     async fn decide_unknown(&mut self) -> bool {
         let n = self.pending.len().min(self.ctx.settings.batch_max);
         let batch: Vec<Job> = self.pending.drain(..n).collect();
+        let trace = BatchSpan::open(&self.sku, || batch.iter().map(|j| j.span.as_deref()));
+        trace.decides(batch.iter().map(|j| j.span.as_deref()));
         let attempts: Vec<Attempt> = batch.iter().map(|j| j.attempt.clone()).collect();
-        match self.ctx.decide_unknown(&self.sku, &attempts).await {
+        let commit = trace.unleased_commit();
+        let decided = self
+            .ctx
+            .decide_unknown(&self.sku, &attempts)
+            .instrument(commit.clone())
+            .await;
+        if decided.is_err() {
+            spans::failed(&commit);
+            trace.failed();
+        }
+        drop(commit);
+        match decided {
             Ok(Some((result, batch_ref))) => {
                 for (job, decision) in batch.into_iter().zip(result.decisions) {
                     self.reply(job, Answer::decided(decision, batch_ref));

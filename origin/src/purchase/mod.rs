@@ -9,6 +9,9 @@
 //!    (`crate::lease`) and decides a batch of attempts in one transaction (`store::decide_batch`)
 //!    — without the lease when the SKU does not exist;
 //! 4. the typed [`Answer`] comes back here and the route writes it, counts it and audits it.
+//!
+//! With traces on, the request's span travels with its job, and the batch shows up in the
+//! request's trace as `batch`, `lease` and `commit` spans ([`spans`]).
 
 mod answer;
 pub mod combiner;
@@ -18,6 +21,7 @@ pub mod expire;
 pub mod inflight;
 pub mod knowledge;
 pub mod runtime;
+mod spans;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -92,6 +96,7 @@ impl PurchaseService {
             attempt,
             deadline,
             reply,
+            span: spans::current_request(),
         }) {
             self.metrics().shed.inc();
             return Refusal::Overloaded.into();

@@ -2,7 +2,10 @@
 //! request meets after the HTTP server (`server::conn`) and the last its answer passes:
 //!
 //! 1. its request id: the edge's `Flashgate-Request-Id`, or a fresh UUID (v4);
-//! 2. the `request` log span (method, path, request id) around everything below;
+//! 2. the `request` log span (method, path, request id) around everything below, and — when
+//!    traces are on (`telemetry::traces`) and the route is not a probe — the trace's `request`
+//!    span (kind server), continuing the caller's W3C `traceparent`/`tracestate` (a missing or
+//!    malformed one starts a new trace), ended with the answer's status;
 //! 3. the per-request limits ([`limits`]): 431 for oversized header fields, a deadline on the
 //!    body, 503 past the request timeout;
 //! 4. on the answer: `Cache-Control: no-store` unless the route set its own (API answers are
@@ -22,15 +25,18 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use shared::headers::REQUEST_ID;
 use tower::{Layer, Service};
 use tracing::Instrument;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::limits::{self, RequestLimits};
 use crate::problem::ApiError;
+use crate::telemetry::traces;
 
 /// The layer: [`EnvelopeService`] around every route.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +70,39 @@ pub struct EnvelopeService<S> {
 
 const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static(REQUEST_ID);
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+
+/// The probe and scrape routes: never traced (a trace per health check or scrape is noise).
+const UNTRACED: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// The trace's `request` span of `req` (disabled when traces are off, the route unmatched or a
+/// probe): named after the route (`POST /v1/purchases`), a child of the caller's trace context.
+fn trace_span(req: &Request, id: &HeaderValue) -> tracing::Span {
+    if !traces::on() {
+        return tracing::Span::none();
+    }
+    let Some(route) = req.extensions().get::<MatchedPath>() else {
+        return tracing::Span::none();
+    };
+    let route = route.as_str();
+    if UNTRACED.contains(&route) {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        target: traces::TARGET,
+        "request",
+        otel.name = %format_args!("{} {route}", req.method()),
+        otel.kind = "server",
+        otel.status_code = Empty,
+        http.request.method = %req.method(),
+        http.route = route,
+        url.path = %req.uri().path(),
+        http.response.status_code = Empty,
+        flashgate.request_id = %id.to_str().unwrap_or("-"),
+    );
+    // Before the span starts: a span started without its parent cannot be given one.
+    let _ = span.set_parent(traces::parent_from(req.headers()));
+    span
+}
 
 /// The request's id: the one it came with (the edge's), else a fresh UUID v4 drawn from the
 /// thread's CSPRNG (no system call per request).
@@ -99,6 +138,8 @@ where
             path = %req.uri().path(),
             request_id = %id.to_str().unwrap_or("-"),
         );
+        let traced = trace_span(&req, &id);
+        let ended = traced.clone();
         let limits = self.limits;
         // The route is called inside the span, so what it does before its first await is
         // logged under the request too.
@@ -127,6 +168,12 @@ where
                 headers.entry(header::CACHE_CONTROL).or_insert(NO_STORE);
                 headers.entry(REQUEST_ID_HEADER).or_insert(id);
                 let status = res.status();
+                if !ended.is_disabled() {
+                    ended.record("http.response.status_code", status.as_u16());
+                    if status.is_server_error() {
+                        ended.record("otel.status_code", "ERROR");
+                    }
+                }
                 let latency = started.elapsed();
                 tracing::debug!(
                     status = status.as_u16(),
@@ -142,6 +189,7 @@ where
                 }
                 Ok(res)
             }
+            .instrument(traced)
             .instrument(span),
         )
     }

@@ -12,6 +12,8 @@ use super::extract::{Arrived, EdgeSigned, Purchase};
 use super::refusals::PurchaseRefusals;
 use crate::problem::{ApiError, problem_response};
 use crate::purchase::{Answer, Attempt};
+use crate::telemetry::traces;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// Decide a purchase attempt (called by the edge only).
 #[utoipa::path(
@@ -21,6 +23,8 @@ use crate::purchase::{Answer, Attempt};
         ("Idempotency-Key" = String, Header, description = "1..=255 visible ASCII, or the RFC 8941 sf-string form"),
         ("Flashgate-User" = String, Header, description = "The shopper, 1..=64 of [A-Za-z0-9._:@-]"),
         ("Flashgate-Request-Id" = Option<String>, Header, description = "Propagated into logs and echoed back"),
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context: the trace this purchase continues when traces are exported (the edge sends it); missing or malformed starts a new trace"),
+        ("tracestate" = Option<String>, Header, description = "W3C Trace Context vendor state, continued with `traceparent`"),
     ),
     security(("edge_signature" = [])),
     responses(
@@ -83,6 +87,10 @@ async fn decide(app: &AppState, signed: EdgeSigned<Purchase>) -> Response {
         Answer::Replayed { answer, batch } => (answer, true, "batch", Some(batch)),
         Answer::SoldOutKnown(answer) => (answer, false, "knowledge", None),
     };
+    if let Some(batch) = batch.filter(|_| traces::on()) {
+        // The request's trace span (telemetry::traces): which batch decided it.
+        tracing::Span::current().set_attribute("flashgate.batch.id", batch.id.to_string());
+    }
     if let Some((sku, who, key_ref)) = &audited {
         tracing::info!(
             target: "flashgate::audit",
