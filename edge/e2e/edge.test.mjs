@@ -319,7 +319,7 @@ describe("warmup and the SKU view cache", () => {
     assert.equal(r.status, 200, r.text);
     assert.equal(r.headers.get("flashgate-cache"), "HIT");
     assert.match(r.headers.get("cache-control"), /max-age=\d+/);
-    assert.deepEqual(r.json, { sku: a, name: "Warm Shoe", price_cents: 4200, stock: 7, max_per_user: 3, starts_at: null, ends_at: null, paused: false, waiting_room: null, proof_of_work: null, network_limits: null });
+    assert.deepEqual(r.json, { sku: a, name: "Warm Shoe", price_cents: 4200, stock: 7, held: 0, max_per_user: 3, starts_at: null, ends_at: null, paused: false, waiting_room: null, proof_of_work: null, network_limits: null });
 
     // Warmed as sold out: no origin call for it.
     const before = await stack.originPurchaseCalls();

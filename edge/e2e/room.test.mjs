@@ -1,5 +1,7 @@
 // End-to-end: the waiting room (issue 17) — join, poll, admission at the set rate, the pass a
-// purchase needs, the pre-queue lottery at the start and first-come admission after it. The BUILT
+// purchase needs, the pre-queue lottery at the start and first-come admission after it — and
+// the room that knows the stock (issue 36): admission within `remaining × overbook`, the
+// `sold_out` phase reaching those in line, the resume when units come back. The BUILT
 // worker in workerd (its RoomShard / RoomCoordinator Durable Objects) in front of the REAL
 // origin; "reached the origin" is read from the origin's own /metrics
 // (`origin_purchase_requests_total`), never from the edge.
@@ -82,10 +84,11 @@ async function buy(sku, token, pass, headers = {}) {
 describe("the waiting room at the edge", () => {
   test("join, poll, admission, purchase with the pass; without a valid pass 403 not_admitted and no origin call", async () => {
     const { sku, view } = await sale({ waiting_room: FAST });
-    assert.deepEqual(view.waiting_room, FAST);
+    // Without an overbook the view shows the default, 1.5 (issue 36).
+    assert.deepEqual(view.waiting_room, { ...FAST, overbook: 1.5 });
     const { sku: other } = await sale({ waiting_room: FAST });
     const shown = await stack.get(`/v1/skus/${sku}`);
-    assert.deepEqual(shown.json.waiting_room, FAST, shown.text);
+    assert.deepEqual(shown.json.waiting_room, { ...FAST, overbook: 1.5 }, shown.text);
 
     const alice = unique("alice");
     const token = tokenFor(alice);
@@ -267,5 +270,197 @@ describe("the waiting room at the edge", () => {
     } finally {
       await edge.stop();
     }
+  });
+});
+
+/** Joins `n` new shoppers one after another; [{ user, token, answer }]. */
+async function joinMany(sku, n, prefix) {
+  const members = [];
+  for (let i = 0; i < n; i += 1) {
+    const user = unique(prefix);
+    const token = tokenFor(user);
+    members.push({ user, token, answer: assertAnswer(await queue(sku, { token, join: true }), `join ${i}`) });
+  }
+  return members;
+}
+
+/** Polls every member once (with its receipt), keeping the latest answers. */
+async function pollAll(sku, members) {
+  for (const m of members) {
+    m.answer = assertAnswer(await queue(sku, { token: m.token, receipt: m.answer.receipt }), `poll ${m.user}`);
+  }
+  return members;
+}
+
+/** Polls everyone every 200 ms until `done(members)` holds (at most `ms`). */
+async function pollUntil(sku, members, done, ms, what) {
+  const started = Date.now();
+  for (;;) {
+    await pollAll(sku, members);
+    if (done(members)) return Date.now() - started;
+    assert.ok(Date.now() - started < ms, `${what} not within ${ms} ms: ${JSON.stringify(members.map((m) => m.answer.phase))}`);
+    await sleep(200);
+  }
+}
+
+const admittedCount = (members) => members.filter((m) => m.answer.admitted).length;
+
+describe("the room knows the stock (issue 36)", () => {
+  test("the sell-out reaches a shopper in line within 3 s; a restock resumes admission in order", async () => {
+    // 3 units, overbook 1.0: three passes, then the fourth waits however fast the rate.
+    const room = { ...FAST, overbook: 1 };
+    const { sku, view } = await sale({ waiting_room: room }, 3);
+    assert.deepEqual(view.waiting_room, room);
+    const members = await joinMany(sku, 6, "stock");
+    await pollUntil(sku, members, (ms) => admittedCount(ms) === 3, 15_000, "three admitted");
+    await sleep(2_500);
+    await pollAll(sku, members);
+    assert.deepEqual(members.map((m) => m.answer.admitted), [true, true, true, false, false, false], "the first three, and no more");
+    const next = members[3].answer;
+    assert.equal(next.phase, "waiting", JSON.stringify(next));
+    assert.equal(next.likely_sold_out, true, "beyond what 3 units × 1.0 can admit");
+    assert.equal(next.may_return, undefined);
+    assert.ok(next.retry_after_secs <= 1, `the stock decides: poll every second (${next.retry_after_secs})`);
+
+    // The three buy; the last unit's 201 starts the clock.
+    const calls = await stack.originPurchaseCalls();
+    for (const m of members.slice(0, 3)) {
+      const r = await buy(sku, m.token, m.answer.pass);
+      assert.equal(r.status, 201, r.text);
+    }
+    const soldAt = Date.now();
+    const waiting = members.slice(3);
+    await pollUntil(sku, waiting, (ms) => ms.every((m) => m.answer.phase === "sold_out"), 3_000, "sold_out seen");
+    const seenMs = Date.now() - soldAt;
+    for (const m of waiting) {
+      assert.equal(m.answer.may_return, false, "no holds: nothing can come back");
+      assert.equal(m.answer.admitted, false);
+      assert.equal(m.answer.pass, undefined);
+      assert.equal(m.answer.likely_sold_out, true);
+    }
+    assert.deepEqual(waiting.map((m) => m.answer.position), [1, 2, 3], "places kept for a resume");
+    // Nobody is admitted while sold out; a pass-less purchase is refused at the edge.
+    await sleep(1_500);
+    await pollAll(sku, waiting);
+    assert.equal(admittedCount(waiting), 0);
+    assertProblem(await buy(sku, waiting[0].token), 403, "not_admitted");
+    assert.equal(await stack.originPurchaseCalls(), calls + 3);
+
+    // A restock of 2: the next two in line, in their order, and not the third.
+    await put(sku, { name: "Shoe", price_cents: 1999, stock: 2, max_per_user: 5 });
+    await pollUntil(sku, waiting, (ms) => admittedCount(ms) === 2, 10_000, "resume");
+    await sleep(1_500);
+    await pollAll(sku, waiting);
+    assert.deepEqual(waiting.map((m) => m.answer.admitted), [true, true, false], `in order: ${JSON.stringify(waiting.map((m) => m.answer))}`);
+    assert.equal(waiting[2].answer.phase, "waiting");
+    assert.equal(waiting[2].answer.position, 1);
+    const r = await buy(sku, waiting[0].token, waiting[0].answer.pass);
+    assert.equal(r.status, 201, r.text);
+    console.log(`sold_out seen ${seenMs} ms after the last unit's 201`);
+  });
+
+  test("sold out with a hold outstanding says may_return; the cancelled hold's unit goes to the next in line", async () => {
+    const room = { ...FAST, overbook: 1 };
+    const { sku } = await sale({ waiting_room: room, hold_secs: 600 }, 1);
+    const members = await joinMany(sku, 2, "hold");
+    await pollUntil(sku, members, (ms) => ms[0].answer.admitted, 15_000, "the first admitted");
+    const held = await buy(sku, members[0].token, members[0].answer.pass);
+    assert.equal(held.status, 201, held.text);
+    assert.equal(held.json.status, "held", held.text);
+    const [second] = [members[1]];
+    await pollUntil(sku, [second], ([m]) => m.answer.phase === "sold_out", 3_000, "sold_out");
+    assert.equal(second.answer.may_return, true, JSON.stringify(second.answer));
+    assert.ok(second.answer.retry_after_secs <= 2, JSON.stringify(second.answer));
+    // The hold is cancelled: its unit comes back, and the shopper in line is admitted.
+    const cancelled = await stack.order(held.json.order_id, { token: members[0].token, cancel: true });
+    assert.equal(cancelled.status, 200, cancelled.text);
+    await pollUntil(sku, [second], ([m]) => m.answer.admitted, 10_000, "admitted after the return");
+    const bought = await buy(sku, second.token, second.answer.pass);
+    assert.equal(bought.status, 201, bought.text);
+    // Sold out again, now with nothing held elsewhere but this hold: a later joiner is told so.
+    const [late] = await joinMany(sku, 1, "late");
+    await pollUntil(sku, [late], ([m]) => m.answer.phase === "sold_out", 3_000, "sold_out for a late joiner");
+    assert.equal(late.answer.may_return, true, "the new hold may still expire");
+  });
+
+  test("overbook at its bound: passes outstanding stop at remaining × overbook (3 and 10 for one unit)", async () => {
+    const room = { ...FAST, overbook: 3 };
+    const { sku } = await sale({ waiting_room: room }, 1);
+    const members = await joinMany(sku, 12, "ob");
+    await pollUntil(sku, members, (ms) => admittedCount(ms) === 3, 15_000, "three admitted");
+    await sleep(2_500);
+    await pollAll(sku, members);
+    assert.equal(admittedCount(members), 3, "1 unit × 3.0");
+    assert.deepEqual(members.slice(0, 3).map((m) => m.answer.admitted), [true, true, true]);
+    assert.equal(members[3].answer.position, 1);
+    // The overbook raised to its maximum: 10 passes for the one unit, in order.
+    await put(sku, { waiting_room: { ...FAST, overbook: 10 } });
+    await pollUntil(sku, members, (ms) => admittedCount(ms) === 10, 15_000, "ten admitted");
+    await sleep(2_500);
+    await pollAll(sku, members);
+    assert.deepEqual(members.map((m) => m.answer.admitted), [...Array(10).fill(true), false, false]);
+    assert.equal(members[10].answer.likely_sold_out, true);
+    // One buys: the unit is gone, everyone left in line is told.
+    const r = await buy(sku, members[0].token, members[0].answer.pass);
+    assert.equal(r.status, 201, r.text);
+    await pollUntil(sku, members.slice(10), (ms) => ms.every((m) => m.answer.phase === "sold_out"), 3_000, "sold_out");
+    // A pass given before the sell-out answers 409 sold_out from the edge's knowledge.
+    const calls = await stack.originPurchaseCalls();
+    const late = await buy(sku, members[1].token, members[1].answer.pass);
+    assertProblem(late, 409, "sold_out");
+    assert.equal(await stack.originPurchaseCalls(), calls, "answered at the edge");
+  });
+});
+
+describe("the place in line tells the truth (issue 36)", () => {
+  test("positions across shards in one snapshot are exact: each joiner exactly one behind the one before", async () => {
+    // One admission a minute: nobody is admitted while the test reads the line.
+    const { sku } = await sale({ waiting_room: { admit_per_minute: 1, pass_secs: 60 } }, 1000);
+    const members = await joinMany(sku, 24, "snap");
+    const shards = new Set(members.map((m) => m.answer.receipt.split(".")[2]));
+    assert.ok(shards.size >= 8, `spread over the shards: ${[...shards]}`);
+    await sleep(2_500); // the settle: joined more than a second before a tick
+    await pollAll(sku, members);
+    const positions = members.map((m) => m.answer.position);
+    assert.deepEqual(positions, members.map((_, i) => i + 1), `exact, in join order: ${positions}`);
+    // The receipts now carry the place (r2.<kid>.<shard>.<rank>.<join_ms>.<pre>.<admitted_ms>.<place>.<mac>):
+    // polled with them, the same answers, and no shard object is asked — the shards' request
+    // counters move by the coordinator's ticks (32 pulls a second) and the stats calls only.
+    for (const m of members) assert.match(m.answer.receipt, /^r2\.[^.]+\.\d+\.\d+\.\d+\.0\.-\.\d+\./, m.answer.receipt);
+    const shardRequests = async () => {
+      const stats = await stack.get(`/v1/queue/${sku}/stats`, { authorization: `Bearer ${ADMIN_TOKEN}` });
+      return stats.json.objects.filter((o) => o.name.startsWith("shard")).reduce((n, o) => n + o.requests, 0);
+    };
+    const before = await shardRequests();
+    const t0 = Date.now();
+    for (let round = 0; round < 5; round += 1) {
+      await pollAll(sku, members);
+      assert.deepEqual(members.map((m) => m.answer.position), positions);
+    }
+    const seconds = Math.ceil((Date.now() - t0) / 1000) + 1;
+    const asked = (await shardRequests()) - before;
+    assert.ok(asked <= 32 * (seconds + 1), `${asked} shard requests in ${seconds} s for ${5 * members.length} polls`);
+  });
+
+  test("a shopper's position over successive polls never rises and reaches the front", async () => {
+    const room = { admit_per_minute: 240, pass_secs: 60 };
+    const { sku } = await sale({ waiting_room: room }, 1000);
+    const members = await joinMany(sku, 40, "mono");
+    await sleep(2_200);
+    const me = members[35];
+    const seen = [];
+    const started = Date.now();
+    let a = assertAnswer(await queue(sku, { token: me.token, receipt: me.answer.receipt }), "poll");
+    while (!a.admitted) {
+      assert.ok(Date.now() - started < 20_000, `not admitted: ${JSON.stringify(a)}`);
+      seen.push(a.position);
+      // Everyone ahead is still waiting or admitted: the exact place is those not admitted yet.
+      await sleep(250);
+      a = assertAnswer(await queue(sku, { token: me.token, receipt: a.receipt }), "poll");
+    }
+    assert.ok(seen.length >= 10, `${seen}`);
+    for (let i = 1; i < seen.length; i += 1) assert.ok(seen[i] <= seen[i - 1], `rose: ${seen}`);
+    assert.ok(seen[0] <= 36 && seen[0] >= 10, `${seen}`);
+    assert.ok(seen.at(-1) <= 8, `reached the front: ${seen}`);
   });
 });

@@ -79,13 +79,39 @@ pub struct SkuFacts {
 /// Whether a sale has a waiting room, as an origin view showed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomFact {
-    pub waiting_room: Option<WaitingRoom>,
+    pub waiting_room: Option<RoomSetting>,
 }
 
 impl RoomFact {
     pub fn of(view: &SkuView) -> Self {
         Self {
-            waiting_room: view.waiting_room,
+            waiting_room: view.waiting_room.map(RoomSetting::from),
+        }
+    }
+}
+
+/// A waiting room's setting as the facts keep it: the overbook in integer hundredths, so the
+/// Worker never formats a float (the view's `overbook` is a JSON number; writing one would pull
+/// a float printer into the Worker for this field alone). Facts cached before the overbook
+/// existed read with the default, 1.5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomSetting {
+    pub admit_per_minute: u32,
+    pub pass_secs: u32,
+    #[serde(default = "default_overbook")]
+    pub overbook_hundredths: u16,
+}
+
+fn default_overbook() -> u16 {
+    shared::Overbook::DEFAULT.hundredths()
+}
+
+impl From<WaitingRoom> for RoomSetting {
+    fn from(room: WaitingRoom) -> Self {
+        Self {
+            admit_per_minute: room.admit_per_minute,
+            pass_secs: room.pass_secs,
+            overbook_hundredths: room.overbook.hundredths(),
         }
     }
 }
@@ -207,6 +233,21 @@ impl SkuFacts {
         }
     }
 
+    /// A waiting room admitted a shopper while its coordinator read `remaining` units from the
+    /// origin's view (issue 36): a bound below that is raised to it (units came back: a restock or
+    /// a return the room saw first), recording the raise, so the pass it just gave is not refused
+    /// `sold_out` by a stale bound. `None` when nothing changes (raising only: never lowers).
+    #[must_use]
+    pub fn raised_by_room(self, remaining: i64, now_ms: i64) -> Option<Self> {
+        self.stock_bound
+            .is_some_and(|bound| remaining > bound)
+            .then_some(Self {
+                stock_bound: Some(remaining),
+                raised_ms: Some(now_ms),
+                ..self
+            })
+    }
+
     /// The origin sold units and reported `remaining`; the answer arrived at `now_ms`. Below the
     /// bound it lowers it; above the bound (units came back since the bound was learned: a
     /// return or a restock) it raises it, as a fresh view would, and records the raise.
@@ -294,6 +335,7 @@ mod tests {
             name: "A".into(),
             price_cents: 100,
             stock,
+            held: 0,
             max_per_user,
             starts_at: None,
             ends_at: None,
@@ -307,6 +349,25 @@ mod tests {
     #[test]
     fn nothing_known_passes() {
         assert_eq!(decide(&SkuFacts::default(), 1_000, 100), Shield::Pass);
+    }
+
+    #[test]
+    fn a_room_reading_only_raises_the_bound() {
+        let sold_out = SkuFacts::from_warmup(&view(0, 5), 0);
+        let raised = sold_out.raised_by_room(2, 7).expect("raised");
+        assert_eq!((raised.stock_bound, raised.raised_ms), (Some(2), Some(7)));
+        assert_eq!(decide(&raised, 0, 1), Shield::Pass);
+        assert_eq!(
+            raised.raised_by_room(2, 9),
+            None,
+            "the same: nothing to write"
+        );
+        assert_eq!(raised.raised_by_room(1, 9), None, "never lowers");
+        assert_eq!(
+            SkuFacts::default().raised_by_room(3, 1),
+            None,
+            "no bound, nothing refused"
+        );
     }
 
     #[test]

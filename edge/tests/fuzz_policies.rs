@@ -1642,6 +1642,7 @@ fn fresh_views_raise_or_lower_the_bound_as_the_model_says() {
                 name: "A".into(),
                 price_cents: 1,
                 stock,
+                held: 0,
                 max_per_user: cap,
                 starts_at: None,
                 ends_at: None,

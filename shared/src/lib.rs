@@ -39,7 +39,7 @@ pub use defence::{NetworkLimits, ProofOfWork};
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};
-pub use room::WaitingRoom;
+pub use room::{Overbook, WaitingRoom};
 pub use schedule::{Closed, PAUSED_RETRY_AFTER_SECS, Schedule, Timestamp, Update};
 pub use secrets::{BearerTokens, KeyId, SecretRing, SecretsError};
 pub use sku_put::{ScheduleUpdate, SkuPut, SkuUpsert};

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::body::{BodyError, object, required, setting};
 use crate::defence::{NetworkLimits, ProofOfWork};
-use crate::room::WaitingRoom;
+use crate::room::{Overbook, WaitingRoom};
 use crate::schedule::{Schedule, Timestamp, Update};
 
 /// `PUT /v1/admin/skus/{sku}` body: creates or replaces a SKU's sale.
@@ -36,7 +36,8 @@ pub struct SkuUpsert {
     /// Pause (`true`) or resume (`false`) the sale. Absent: keep (not paused for a new SKU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
-    /// The sale's waiting room (`{"admit_per_minute": 1..=1000000, "pass_secs": 1..=86400}`).
+    /// The sale's waiting room (`{"admit_per_minute": 1..=1000000, "pass_secs": 1..=86400,
+    /// "overbook": 1.0..=10.0}`, the overbook 1.5 by default).
     /// Absent: keep the stored setting (none for a new SKU); `null`: no waiting room.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<WaitingRoom>))]
     #[serde(skip_serializing_if = "Update::is_keep")]
@@ -172,9 +173,21 @@ fn waiting_room(room: &serde_json::Map<String, Value>) -> Result<WaitingRoom, Bo
         "waiting_room.pass_secs",
         WaitingRoom::MAX_PASS_SECS,
     )?;
+    // Optional: absent (or null) is the default, 1.5.
+    let overbook = match room.get("overbook") {
+        None | Some(Value::Null) => Overbook::DEFAULT,
+        Some(v) => v
+            .as_f64()
+            .and_then(Overbook::from_f64)
+            .ok_or_else(|| BodyError::Field {
+                field: "waiting_room.overbook",
+                reason: "must be a JSON number in 1.0..=10.0".into(),
+            })?,
+    };
     Ok(WaitingRoom {
         admit_per_minute,
         pass_secs,
+        overbook,
     })
 }
 
@@ -388,7 +401,8 @@ mod tests {
             full.waiting_room,
             Update::Set(WaitingRoom {
                 admit_per_minute: 600,
-                pass_secs: 120
+                pass_secs: 120,
+                overbook: Overbook::DEFAULT,
             })
         );
         assert_eq!(
@@ -399,11 +413,12 @@ mod tests {
             }))
         );
         assert_eq!(
-            put(r#"{"waiting_room":{"admit_per_minute":1000000,"pass_secs":86400}}"#),
+            put(r#"{"waiting_room":{"admit_per_minute":1000000,"pass_secs":86400,"overbook":10}}"#),
             Ok(SkuPut::Schedule(ScheduleUpdate {
                 waiting_room: Update::Set(WaitingRoom {
                     admit_per_minute: 1_000_000,
-                    pass_secs: 86_400
+                    pass_secs: 86_400,
+                    overbook: Overbook::from_hundredths(1_000).expect("10.0"),
                 }),
                 ..ScheduleUpdate::default()
             }))
@@ -437,6 +452,18 @@ mod tests {
             (
                 r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":"60"}}"#,
                 "waiting_room.pass_secs",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":60,"overbook":0.99}}"#,
+                "waiting_room.overbook",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":60,"overbook":10.5}}"#,
+                "waiting_room.overbook",
+            ),
+            (
+                r#"{"waiting_room":{"admit_per_minute":60,"pass_secs":60,"overbook":"2"}}"#,
+                "waiting_room.overbook",
             ),
         ] {
             let e = put(bad).expect_err(bad);

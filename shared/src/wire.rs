@@ -69,6 +69,12 @@ pub struct SkuView {
     pub name: String,
     pub price_cents: i64,
     pub stock: i64,
+    /// Units in held orders (bought, not yet paid, `hold_secs`): they return to `stock` if their
+    /// holds expire. A waiting room that has sold out tells its line whether units may come back
+    /// (`may_return`) from it. Always present in what the origin writes; absent parses as 0.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub held: i64,
     pub max_per_user: i32,
     /// When purchases open (RFC 3339, UTC), or `null`: open since the SKU was put. Always
     /// present in what the origin writes; absent parses as `null` (views cached before it).

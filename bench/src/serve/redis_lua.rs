@@ -436,6 +436,7 @@ async fn put_sku(
                 name: sale.name,
                 price_cents: sale.price_cents,
                 stock: sale.stock,
+                held: 0,
                 max_per_user: sale.max_per_user,
                 starts_at: None,
                 ends_at: None,

@@ -467,6 +467,44 @@ describe("the sale page with a waiting room", () => {
     await context.close();
   });
 
+  test("in line when the last unit sells: the page says sold out at once and offers nothing; a restock lets it in, in order, and it buys", async () => {
+    // Issue 36. One unit, overbook 1.0: the first shopper's pass is the only one; the page waits.
+    const sku = await putSale(unique("SOLDOUT"), { stock: 1, waiting_room: { admit_per_minute: 6000, pass_secs: 60, overbook: 1 } });
+    await warm(sku);
+    const first = unique("first");
+    let ahead = await joinLine(sku, first);
+    const { page, context, purchases } = await open(sku);
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "waiting", { timeout: 10_000 });
+    assert.equal(await buyEnabled(page), false);
+    for (let i = 0; !ahead.admitted; i += 1) {
+      assert.ok(i < 100, "the first shopper was never admitted");
+      await sleep(200);
+      ahead = await (await fetch(`${stack.edgeUrl}/v1/queue/${sku}`, { headers: { authorization: `Bearer ${tokenFor(first)}`, "flashgate-queue-receipt": ahead.receipt } })).json();
+    }
+    const bought = await stack.purchase({ token: tokenFor(first), key: unique("k"), body: { sku, qty: 1 }, headers: { "flashgate-pass": ahead.pass } });
+    assert.equal(bought.status, 201, bought.text);
+    const soldAt = Date.now();
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "sold_out", { timeout: 5_000 });
+    const seenMs = Date.now() - soldAt;
+    assert.equal(await text(page, "line"), "Sold out: nothing is left to buy.");
+    assert.equal(await text(page, "countdown"), "Sold out.");
+    assert.equal(await buyEnabled(page), false, "nothing to buy");
+    await shot(page, "room-sold-out");
+
+    // A restock of one unit: the page, next in line, is let in and buys.
+    await putSale(sku, { stock: 1 });
+    await page.waitForFunction(() => document.getElementById("line").dataset.state === "admitted", { timeout: 10_000 });
+    await page.waitForFunction(() => !document.getElementById("buy").disabled, { timeout: 5_000 });
+    assert.equal(await text(page, "countdown"), "On sale now.");
+    await shot(page, "room-resumed");
+    await page.click("#buy");
+    assert.match(await finalState(page, "bought"), /^Bought! Order /);
+    assert.equal(purchases.length, 1);
+    assert.equal(orders(sku).n, 2);
+    console.log(`the page showed sold_out ${seenMs} ms after the last unit's 201`);
+    await context.close();
+  });
+
   test("403 not_admitted (the room switched on after the page loaded) is shown in words, then the page joins the line", async () => {
     const sku = await putSale(unique("NOTADM"), { stock: 10 });
     const { page, context, purchases } = await open(sku);

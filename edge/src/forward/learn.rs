@@ -153,6 +153,7 @@ mod tests {
             name: "A".into(),
             price_cents: 1,
             stock: 10,
+            held: 0,
             max_per_user: 5,
             starts_at: None,
             ends_at: None,

@@ -20,8 +20,9 @@
 use super::order::{Head, merge};
 use crate::shield::SkuFacts;
 
-/// The version tag of [`RoomState::encode`].
-const STATE_TAG: &str = "s1";
+/// The version tag of [`RoomState::encode`] (`s1`: before the room knew the stock; still read).
+const STATE_TAG: &str = "s2";
+const STATE_TAG_V1: &str = "s1";
 
 /// How often the coordinator publishes a new state.
 pub const TICK_MS: i64 = 1_000;
@@ -41,6 +42,8 @@ pub struct RoomConfig {
     pub pass_secs: u32,
     /// `starts_at` of the sale (unix ms), if any: joins before it are the pre-queue.
     pub starts_ms: Option<i64>,
+    /// Passes outstanding per unit remaining, in hundredths (`shared::Overbook`).
+    pub overbook: u16,
 }
 
 impl RoomConfig {
@@ -54,23 +57,39 @@ impl RoomConfig {
                 .schedule
                 .and_then(|s| s.starts_at)
                 .map(|t| t.unix_ms()),
+            overbook: room.overbook_hundredths,
         })
     }
 
-    /// `rate;pass_secs;starts_ms|-` (compact text, like [`RoomState::encode`]).
+    /// The setting as the origin's view shows it now (the coordinator reads the view on its
+    /// tick): its rate, pass and overbook, with this `starts_ms`.
+    #[must_use]
+    pub fn with_room(self, room: &shared::WaitingRoom) -> Self {
+        Self {
+            admit_per_minute: room.admit_per_minute,
+            pass_secs: room.pass_secs,
+            overbook: room.overbook.hundredths(),
+            ..self
+        }
+    }
+
+    /// `rate;pass_secs;starts_ms|-;overbook` (compact text, like [`RoomState::encode`]).
     pub fn encode(&self) -> String {
         format!(
-            "{};{};{}",
+            "{};{};{};{}",
             self.admit_per_minute,
             self.pass_secs,
             self.starts_ms
-                .map_or_else(|| "-".to_owned(), |s| s.to_string())
+                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            self.overbook
         )
     }
 
+    /// The text of [`RoomConfig::encode`] (also without the overbook, as stored before it: the
+    /// default).
     pub fn decode(text: &str) -> Option<Self> {
         let f: Vec<&str> = text.split(';').collect();
-        if f.len() != 3 {
+        if f.len() != 3 && f.len() != 4 {
             return None;
         }
         Some(Self {
@@ -81,8 +100,21 @@ impl RoomConfig {
             } else {
                 Some(f[2].parse().ok()?)
             },
+            overbook: match f.get(3) {
+                Some(o) => o.parse().ok()?,
+                None => shared::Overbook::DEFAULT.hundredths(),
+            },
         })
     }
+}
+
+/// The sale's stock as the origin's SKU view showed it at a tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stock {
+    /// Units remaining (`stock`).
+    pub remaining: u64,
+    /// Units in held orders, which come back if their holds expire (`held`).
+    pub held: u64,
 }
 
 /// Whether a join at `join_ms` is in the pre-queue (before the start).
@@ -116,6 +148,34 @@ pub struct RoomState {
     pub pre_joined: u64,
     /// Admissions per minute measured over the last minute while people waited (0: not yet).
     pub measured_per_minute: u32,
+    /// Passes outstanding per unit remaining, in hundredths.
+    pub overbook: u16,
+    /// Units remaining as the origin's view last showed them; none: not read yet (nobody is
+    /// admitted before the room knows the stock).
+    pub remaining: Option<u64>,
+    /// Units in held orders at the last read: they may come back (`may_return`).
+    pub held: u64,
+    /// Passes outstanding at `t_base` (admitted, neither used nor expired), the tick's
+    /// admissions included.
+    pub outstanding: u64,
+    /// Per shard: how many of its members are settled (numbered: ranks `0..n` have a place).
+    pub shard_settled: Vec<u64>,
+    /// Members numbered in all (places `0..placed` are given).
+    pub placed: u64,
+}
+
+/// What a poll knows of a member (its receipt, or its shard's record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seat {
+    pub shard: u32,
+    /// Rank in its shard (none: a pre-queue member before the draw).
+    pub rank: Option<u64>,
+    pub pre: bool,
+    pub admitted_ms: Option<i64>,
+    /// Index in the room's total order, once numbered (the exact place).
+    pub place: Option<u64>,
+    /// The shard was asked already for this answer: do not ask again.
+    pub asked: bool,
 }
 
 /// What a member is told.
@@ -129,8 +189,13 @@ pub enum Status {
     Admitted { admitted_ms: i64 },
     /// Admitted before this state's base: the member's shard knows when.
     AdmittedEarlier,
+    /// No unit remains: nobody is admitted. `position` is still the member's place, for when
+    /// units come back; `may_return`: holds are outstanding that could expire and return units.
+    SoldOut { position: u64, may_return: bool },
     /// A pre-queue member whose rank the shard has not given out yet: ask the shard.
     Unranked,
+    /// A settled member whose receipt has no place yet: its shard has it (once per member).
+    Unplaced,
 }
 
 fn digit(shard: u32) -> char {
@@ -146,10 +211,10 @@ fn csv(v: &[u64]) -> String {
 }
 
 impl RoomState {
-    /// `s1;rate;pass_secs;starts_ms|-;open;t_base;a_base;carry;window;shard_base,…;shard_joined,…;joined;pre_joined;measured`.
+    /// `s2;rate;pass_secs;starts_ms|-;open;t_base;a_base;carry;window;shard_base,…;shard_joined,…;joined;pre_joined;measured;overbook;remaining|-;held;outstanding;shard_settled,…;placed`.
     pub fn encode(&self) -> String {
         format!(
-            "{STATE_TAG};{};{};{};{};{};{};{};{};{};{};{};{};{}",
+            "{STATE_TAG};{};{};{};{};{};{};{};{};{};{};{};{};{};{};{};{};{};{};{}",
             self.rate,
             self.pass_secs,
             self.starts_ms
@@ -164,13 +229,21 @@ impl RoomState {
             self.joined,
             self.pre_joined,
             self.measured_per_minute,
+            self.overbook,
+            self.remaining
+                .map_or_else(|| "-".to_owned(), |r| r.to_string()),
+            self.held,
+            self.outstanding,
+            csv(&self.shard_settled),
+            self.placed,
         )
     }
 
     /// The state of [`RoomState::encode`]'s text, if it is one.
     pub fn decode(text: &str) -> Option<Self> {
         let f: Vec<&str> = text.split(';').collect();
-        if f.len() != 14 || f[0] != STATE_TAG {
+        let v1 = f.len() == 14 && f[0] == STATE_TAG_V1;
+        if !v1 && (f.len() != 20 || f[0] != STATE_TAG) {
             return None;
         }
         let list = |s: &str| -> Option<Vec<u64>> {
@@ -197,6 +270,19 @@ impl RoomState {
             joined: f[11].parse().ok()?,
             pre_joined: f[12].parse().ok()?,
             measured_per_minute: f[13].parse().ok()?,
+            overbook: if v1 {
+                shared::Overbook::DEFAULT.hundredths()
+            } else {
+                f[14].parse().ok()?
+            },
+            remaining: match f.get(15) {
+                None | Some(&"-") => None,
+                Some(r) => Some(r.parse().ok()?),
+            },
+            held: f.get(16).map_or(Some(0), |h| h.parse().ok())?,
+            outstanding: f.get(17).map_or(Some(0), |o| o.parse().ok())?,
+            shard_settled: f.get(18).map_or(Some(Vec::new()), |l| list(l))?,
+            placed: f.get(19).map_or(Some(0), |p| p.parse().ok())?,
         })
     }
 
@@ -206,9 +292,11 @@ impl RoomState {
             rate: config.admit_per_minute,
             pass_secs: config.pass_secs,
             starts_ms: config.starts_ms,
+            overbook: config.overbook,
             t_base: now,
             shard_base: vec![0; shards as usize],
             shard_joined: vec![0; shards as usize],
+            shard_settled: vec![0; shards as usize],
             ..Self::default()
         }
     }
@@ -254,12 +342,75 @@ impl RoomState {
         admitted_ms: Option<i64>,
         now: i64,
     ) -> Status {
-        if let Some(admitted_ms) = admitted_ms {
+        self.status_of(
+            &Seat {
+                shard,
+                rank,
+                pre,
+                admitted_ms,
+                place: None,
+                asked: true,
+            },
+            now,
+        )
+    }
+
+    /// What `seat` is told at `now`.
+    pub fn status_of(&self, seat: &Seat, now: i64) -> Status {
+        match self.place(seat, now) {
+            Status::Waiting { position, .. } | Status::PreQueue { line: position }
+                if self.sold_out() =>
+            {
+                Status::SoldOut {
+                    position,
+                    may_return: self.may_return(),
+                }
+            }
+            status => status,
+        }
+    }
+
+    /// No unit remains (as the origin's view last showed it).
+    pub fn sold_out(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    /// Units may come back: holds are outstanding that could expire.
+    pub fn may_return(&self) -> bool {
+        self.held > 0
+    }
+
+    /// How many more passes the stock allows at `t_base`: `floor(remaining × overbook)` less
+    /// those outstanding (0 until the stock is known).
+    pub fn allowance(&self) -> u64 {
+        self.remaining.map_or(0, |r| {
+            shared::Overbook::from_hundredths(self.overbook)
+                .unwrap_or_default()
+                .passes_for(r)
+                .saturating_sub(self.outstanding)
+        })
+    }
+
+    /// Whether a member at `position` lies beyond what the stock and the overbook can admit
+    /// from `now` on, if no unit comes back and no pass expires unused.
+    pub fn likely_sold_out(&self, position: u64, now: i64) -> bool {
+        let since_base = self.admitted(now) - self.a_base;
+        self.remaining.is_some() && position > self.allowance().saturating_sub(since_base)
+    }
+
+    /// The stock, not the rate, decides the next few seconds' admissions: shoppers in line
+    /// should poll often, to learn a sell-out at once.
+    pub fn stock_bound(&self) -> bool {
+        self.remaining.is_some() && self.allowance() <= self.window_target() as u64
+    }
+
+    fn place(&self, seat: &Seat, now: i64) -> Status {
+        if let Some(admitted_ms) = seat.admitted_ms {
             return Status::Admitted { admitted_ms };
         }
-        let s = shard as usize;
+        let s = seat.shard as usize;
         let base = self.shard_base.get(s).copied().unwrap_or(0);
-        let Some(rank) = rank else {
+        let Some(rank) = seat.rank else {
             return if self.open {
                 Status::Unranked
             } else {
@@ -268,13 +419,20 @@ impl RoomState {
                 }
             };
         };
-        if !self.open && pre {
+        if !self.open && seat.pre {
             return Status::PreQueue {
                 line: self.pre_joined.max(1),
             };
         }
+        if let Some(place) = seat.place {
+            return self.by_place(place, now);
+        }
         if rank < base {
             return Status::AdmittedEarlier;
+        }
+        let settled = self.shard_settled.get(s).copied();
+        if settled.is_some_and(|n| rank < n) && !seat.asked {
+            return Status::Unplaced;
         }
         let admitted = self.admitted(now);
         let mut seen = base;
@@ -296,9 +454,47 @@ impl RoomState {
                 seen += 1;
             }
         }
+        // Not numbered yet: joined within the last second or so (not settled), or a shard that
+        // missed its numbers. Settled members not yet admitted are all ahead; of those not
+        // settled, every one the shards reported is counted as ahead (an upper bound of what
+        // was known at the tick).
+        if let Some(settled) = settled.filter(|&n| rank >= n) {
+            let unsettled: u64 = self
+                .shard_joined
+                .iter()
+                .zip(&self.shard_settled)
+                .enumerate()
+                .filter(|&(j, _)| j != s)
+                .map(|(_, (joined, settled))| joined.saturating_sub(*settled))
+                .sum();
+            return Status::Waiting {
+                position: self.placed.saturating_sub(admitted) + unsettled + (rank - settled) + 1,
+                next_ms: None,
+            };
+        }
         Status::Waiting {
             position: self.position_beyond_window(s, rank - seen, admitted),
             next_ms: None,
+        }
+    }
+
+    /// The status of the member numbered `place` in the room's total order: admitted once
+    /// the admitted count passes it; else exactly `place − admitted + 1`-th in line.
+    fn by_place(&self, place: u64, now: i64) -> Status {
+        let admitted = self.admitted(now);
+        if place < admitted {
+            return if place >= self.a_base {
+                Status::Admitted {
+                    admitted_ms: self.slot_ms(place),
+                }
+            } else {
+                Status::AdmittedEarlier
+            };
+        }
+        Status::Waiting {
+            position: place - admitted + 1,
+            next_ms: (self.open && place < self.a_base + self.window_len())
+                .then(|| self.slot_ms(place)),
         }
     }
 
@@ -346,6 +542,7 @@ impl RoomState {
             rate: config.admit_per_minute,
             pass_secs: config.pass_secs,
             starts_ms: config.starts_ms,
+            overbook: config.overbook,
             open: self.open
                 || config
                     .starts_ms
@@ -402,6 +599,24 @@ impl RoomState {
         self.joined = joined.iter().sum();
         self.shard_joined = joined;
         self.pre_joined = pre_joined;
+        self
+    }
+
+    /// This state with the stock read at the tick (`None`: the origin could not be read; the
+    /// last reading stands) and the passes outstanding (the shards' count, the tick's admissions
+    /// included): the window keeps only the slots the stock allows, so the room never has more
+    /// than `remaining × overbook` passes outstanding, and none at 0 remaining. Called after
+    /// [`RoomState::with_window`].
+    #[must_use]
+    pub fn with_stock(mut self, stock: Option<Stock>, outstanding: u64) -> Self {
+        if let Some(stock) = stock {
+            self.remaining = Some(stock.remaining);
+            self.held = stock.held;
+        }
+        self.outstanding = outstanding;
+        let allowance = usize::try_from(self.allowance()).unwrap_or(usize::MAX);
+        // One ASCII digit per slot.
+        self.window.truncate(allowance.min(self.window.len()));
         self
     }
 }

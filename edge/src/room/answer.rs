@@ -14,6 +14,8 @@ use shared::SecretRing;
 pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
 /// Longest poll hint.
 const MAX_POLL_SECS: u64 = 5;
+/// Poll hint of a sold-out room whose units may come back.
+const SOLD_OUT_RETURN_POLL_SECS: u64 = 2;
 
 /// The body of `POST`/`GET /v1/queue/{sku}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,9 +32,17 @@ pub struct QueueAnswer {
     /// When the pass expires (RFC 3339, UTC): `pass_secs` after the admission.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pass_expires_at: Option<String>,
-    /// `pre_queue`, `waiting`, `admitted` or `expired`.
+    /// `pre_queue`, `waiting`, `admitted`, `expired` or `sold_out` (no unit remains: nobody is
+    /// admitted; `position` is kept for when units come back).
     #[cfg_attr(not(target_arch = "wasm32"), schema(value_type = String))]
     pub phase: &'static str,
+    /// Only with `sold_out`: `true` while holds are outstanding that could expire and return
+    /// units (keep polling: admission resumes in order), `false` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub may_return: Option<bool>,
+    /// The place lies beyond what the units remaining × `overbook` can admit (unless units come
+    /// back or passes ahead expire unused).
+    pub likely_sold_out: bool,
     /// When to poll again.
     pub retry_after_secs: u64,
     /// Send it back as `Flashgate-Queue-Receipt` when polling: the edge answers without asking
@@ -57,7 +67,7 @@ fn rfc3339(ms: i64) -> String {
 
 impl QueueAnswer {
     /// The answer for a member with `receipt`, whose status in `state` is `status` (never
-    /// `AdmittedEarlier`/`Unranked`: those ask the shard first).
+    /// `AdmittedEarlier`/`Unranked`/`Unplaced`: those ask the shard first).
     pub fn new(asker: Asker<'_>, state: &RoomState, receipt: &Receipt, status: Status) -> Self {
         let now = asker.now_ms;
         let mut receipt = *receipt;
@@ -68,6 +78,8 @@ impl QueueAnswer {
             pass: None,
             pass_expires_at: None,
             phase,
+            may_return: None,
+            likely_sold_out: false,
             retry_after_secs: retry,
             receipt: String::new(),
             joined_at: rfc3339(receipt.join_ms),
@@ -91,13 +103,30 @@ impl QueueAnswer {
                     || state.wait_secs(position),
                     |at| shared::schedule::secs_until(at, now),
                 );
-                base(
-                    position,
-                    false,
-                    wait,
-                    "waiting",
-                    (wait / 2).clamp(1, MAX_POLL_SECS),
-                )
+                // When the stock decides the next admissions, poll every second: a sell-out is
+                // seen within the tick, the cached state's second and this one.
+                let retry = if state.stock_bound() {
+                    1
+                } else {
+                    (wait / 2).clamp(1, MAX_POLL_SECS)
+                };
+                let mut a = base(position, false, wait, "waiting", retry);
+                a.likely_sold_out = state.likely_sold_out(position, now);
+                a
+            }
+            Status::SoldOut {
+                position,
+                may_return,
+            } => {
+                let retry = if may_return {
+                    SOLD_OUT_RETURN_POLL_SECS
+                } else {
+                    MAX_POLL_SECS
+                };
+                let mut a = base(position, false, 0, "sold_out", retry);
+                a.may_return = Some(may_return);
+                a.likely_sold_out = true;
+                a
             }
             Status::Admitted { admitted_ms } => {
                 receipt.admitted_ms = Some(admitted_ms);
@@ -111,7 +140,9 @@ impl QueueAnswer {
                     base(0, true, 0, "expired", MAX_POLL_SECS)
                 }
             }
-            Status::AdmittedEarlier | Status::Unranked => base(1, false, 1, "waiting", 1),
+            Status::AdmittedEarlier | Status::Unranked | Status::Unplaced => {
+                base(1, false, 1, "waiting", 1)
+            }
         };
         answer.receipt = receipt.sign(asker.ring, asker.sku, asker.user);
         answer
@@ -181,6 +212,7 @@ mod tests {
                 admit_per_minute: 60,
                 pass_secs: 30,
                 starts_ms: None,
+                overbook: 150,
             },
             4,
             0,
@@ -197,6 +229,7 @@ mod tests {
             join_ms: 0,
             pre: false,
             admitted_ms: None,
+            place: None,
         };
         let a = QueueAnswer::new(
             asker,

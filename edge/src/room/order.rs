@@ -35,11 +35,15 @@ pub fn ticket(secret: &[u8], sku: &str, user: &str) -> u64 {
 
 /// A member's place in the total order, compared field by field: pre-queue members (joined
 /// before `starts_at`, `post == false`) all come first, by lottery ticket (the user breaks a
-/// tie); then the others by join instant (the shard's clock), shard and sequence. A flat struct
-/// (not an enum) keeps the Worker small.
+/// tie); then the others by the **epoch** in which the coordinator's tick first saw them settled
+/// (joined more than [`super::admission::HORIZON_MS`] before it: issue 36), then by join instant
+/// (the shard's clock), shard and sequence. The epoch makes the order final once a member is
+/// settled — nobody can later be placed ahead of them — so each member's place can be numbered
+/// exactly ([`merge_ranked`]). A flat struct (not an enum) keeps the Worker small.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     pub post: bool,
+    pub epoch: u64,
     pub ticket: u64,
     pub user: String,
     pub join_ms: i64,
@@ -52,6 +56,7 @@ impl Key {
     pub fn pre(ticket: u64, user: &str) -> Self {
         Self {
             post: false,
+            epoch: 0,
             ticket,
             user: user.to_owned(),
             join_ms: 0,
@@ -60,10 +65,11 @@ impl Key {
         }
     }
 
-    /// The key of a member who joined from the start on.
-    pub fn post(join_ms: i64, shard: u32, seq: u64) -> Self {
+    /// The key of a member who joined from the start on, settled in `epoch`.
+    pub fn post(epoch: u64, join_ms: i64, shard: u32, seq: u64) -> Self {
         Self {
             post: true,
+            epoch,
             ticket: 0,
             user: String::new(),
             join_ms,
@@ -81,30 +87,36 @@ pub struct Head {
 }
 
 impl Head {
-    /// `rank,post,ticket,join_ms,seq,user` (user ids have no comma); the shard is where it
-    /// came from.
+    /// `rank,post,ticket,join_ms,seq,epoch,user` (user ids have no comma); the shard is where
+    /// it came from.
     pub fn encode(&self) -> String {
         let k = &self.key;
         format!(
-            "{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{}",
             self.rank,
             u8::from(k.post),
             k.ticket,
             k.join_ms,
             k.seq,
+            k.epoch,
             k.user
         )
     }
 
     pub fn decode(text: &str, shard: u32) -> Option<Self> {
-        let f: Vec<&str> = text.splitn(6, ',').collect();
-        if f.len() != 6 {
+        let f: Vec<&str> = text.splitn(7, ',').collect();
+        if f.len() != 7 {
             return None;
         }
         let key = if f[1] == "1" {
-            Key::post(f[3].parse().ok()?, shard, f[4].parse().ok()?)
+            Key::post(
+                f[5].parse().ok()?,
+                f[3].parse().ok()?,
+                shard,
+                f[4].parse().ok()?,
+            )
         } else {
-            Key::pre(f[2].parse().ok()?, f[5])
+            Key::pre(f[2].parse().ok()?, f[6])
         };
         Some(Self {
             rank: f[0].parse().ok()?,
@@ -116,18 +128,26 @@ impl Head {
 /// Merges the shards' heads (each shard's list in its own order, which agrees with [`Key`]) and
 /// returns the shard of each of the first `limit` members overall, in order.
 pub fn merge(heads: &[Vec<Head>], limit: usize) -> Vec<u32> {
-    let mut all: Vec<(&Key, u32)> = heads
+    merge_ranked(heads)
+        .into_iter()
+        .take(limit)
+        .map(|(shard, _)| shard)
+        .collect()
+}
+
+/// Merges the shards' lists into the total order: (shard, rank in the shard) of each member.
+pub fn merge_ranked(heads: &[Vec<Head>]) -> Vec<(u32, u64)> {
+    let mut all: Vec<(&Key, u32, u64)> = heads
         .iter()
         .enumerate()
         .flat_map(|(shard, list)| {
             let shard = u32::try_from(shard).unwrap_or(u32::MAX);
-            list.iter().map(move |h| (&h.key, shard))
+            list.iter().map(move |h| (&h.key, shard, h.rank))
         })
         .collect();
     all.sort();
     all.into_iter()
-        .take(limit)
-        .map(|(_, shard)| shard)
+        .map(|(_, shard, rank)| (shard, rank))
         .collect()
 }
 
@@ -172,10 +192,12 @@ mod tests {
     #[test]
     fn pre_queue_members_come_first_then_join_order() {
         let pre = |t: u64| Key::pre(t, &format!("u{t}"));
-        let post = Key::post;
+        let post = |join_ms, shard, seq| Key::post(1, join_ms, shard, seq);
         assert!(pre(u64::MAX) < post(0, 0, 0));
         assert!(post(5, 9, 9) < post(6, 0, 0));
         assert!(post(5, 1, 9) < post(5, 2, 0));
+        // A later epoch comes after, whatever its join instant (a shard's clock behind).
+        assert!(Key::post(1, 900, 3, 0) < Key::post(2, 100, 0, 0));
         let heads = vec![
             vec![
                 Head {
@@ -210,7 +232,10 @@ mod tests {
                 assert_eq!(back.rank, h.rank);
                 assert_eq!(back.key.post, h.key.post);
                 if h.key.post {
-                    assert_eq!((back.key.join_ms, back.key.seq), (h.key.join_ms, h.key.seq));
+                    assert_eq!(
+                        (back.key.epoch, back.key.join_ms, back.key.seq),
+                        (h.key.epoch, h.key.join_ms, h.key.seq)
+                    );
                 } else {
                     assert_eq!(
                         (back.key.ticket, &back.key.user),
@@ -219,7 +244,11 @@ mod tests {
                 }
             }
         }
-        assert!(Head::decode("1,0,x,0,0,u", 0).is_none());
+        assert!(Head::decode("1,0,x,0,0,0,u", 0).is_none());
         assert_eq!(merge(&heads, 2), vec![1, 0]);
+        assert_eq!(
+            merge_ranked(&heads),
+            vec![(1, 3), (0, 0), (1, 4), (0, 1), (1, 5)]
+        );
     }
 }

@@ -116,7 +116,10 @@ impl Pass {
 }
 
 /// A join receipt: where `user` stands in `sku`'s room. `rank` (the place in the shard's order)
-/// is unknown for a pre-queue member until the start; `admitted_ms` once the shard learned it.
+/// is unknown for a pre-queue member until the start; `admitted_ms` once the shard learned it;
+/// `place` (the index in the room's total order: the exact position, issue 36) once the
+/// coordinator numbered the member's epoch. `r2` receipts carry `place`; `r1` ones (from before)
+/// still verify, without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Receipt {
     pub shard: u32,
@@ -124,10 +127,12 @@ pub struct Receipt {
     pub join_ms: i64,
     pub pre: bool,
     pub admitted_ms: Option<i64>,
+    pub place: Option<u64>,
 }
 
 impl Receipt {
-    const VERSION: &'static str = "r1";
+    const VERSION: &'static str = "r2";
+    const VERSION_1: &'static str = "r1";
 
     pub fn sign(&self, ring: &SecretRing, sku: &str, user: &str) -> String {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -142,6 +147,7 @@ impl Receipt {
                 self.join_ms.to_string(),
                 u8::from(self.pre).to_string(),
                 opt(self.admitted_ms.map(|m| m.to_string())),
+                opt(self.place.map(|p| p.to_string())),
             ],
         )
     }
@@ -152,7 +158,11 @@ impl Receipt {
         user: &str,
         token: &str,
     ) -> Result<Self, PassError> {
-        let f = verify(ring, Self::VERSION, 5, sku, user, token)?;
+        let f = if token.split('.').next() == Some(Self::VERSION_1) {
+            verify(ring, Self::VERSION_1, 5, sku, user, token)?
+        } else {
+            verify(ring, Self::VERSION, 6, sku, user, token)?
+        };
         let num = |s: &str| s.parse::<i64>().map_err(|_| PassError::Malformed);
         let opt = |s: &str| if s == "-" { Ok(None) } else { num(s).map(Some) };
         Ok(Self {
@@ -161,6 +171,10 @@ impl Receipt {
             join_ms: num(f[2])?,
             pre: f[3] == "1",
             admitted_ms: opt(f[4])?,
+            place: match f.get(5) {
+                Some(p) => opt(p)?.and_then(|p| u64::try_from(p).ok()),
+                None => None,
+            },
         })
     }
 }
@@ -243,6 +257,7 @@ mod tests {
             join_ms: 5,
             pre: false,
             admitted_ms: None,
+            place: None,
         }
         .sign(&ring(), "SKU", "alice");
         assert!(Pass::check(&ring(), "SKU", "alice", Some(&receipt), 0).is_err());
@@ -267,6 +282,7 @@ mod tests {
             join_ms: 1_796_119_200_000,
             pre: true,
             admitted_ms: None,
+            place: None,
         };
         let t = r.sign(&ring(), "SKU", "alice");
         assert_eq!(Receipt::verify(&ring(), "SKU", "alice", &t), Ok(r));
@@ -276,9 +292,20 @@ mod tests {
             rank: Some(41),
             admitted_ms: Some(9),
             pre: false,
+            place: Some(1_234),
             ..r
         };
         let t = r.sign(&ring(), "SKU", "alice");
         assert_eq!(Receipt::verify(&ring(), "SKU", "alice", &t), Ok(r));
+        // A receipt of before the exact place (r1, five fields) still verifies, without it.
+        let v1 = sign(
+            &ring(),
+            "r1",
+            "SKU",
+            "alice",
+            &["7".into(), "41".into(), "5".into(), "0".into(), "-".into()],
+        );
+        let old = Receipt::verify(&ring(), "SKU", "alice", &v1).expect("an r1 receipt");
+        assert_eq!((old.rank, old.place), (Some(41), None));
     }
 }

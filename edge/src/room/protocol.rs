@@ -9,6 +9,31 @@ pub const MEMBER_PATH: &str = "/member";
 pub const PULL_PATH: &str = "/pull";
 pub const STATE_PATH: &str = "/state";
 pub const STATS_PATH: &str = "/stats";
+/// Coordinator → shard, after a tick numbered its newly settled members: `rank:place,…`.
+pub const PLACE_PATH: &str = "/place";
+
+/// `rank:place,…` of [`PLACE_PATH`].
+pub fn encode_places(places: &[(u64, u64)]) -> String {
+    places
+        .iter()
+        .map(|(r, p)| format!("{r}:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn decode_places(text: &str) -> Option<Vec<(u64, u64)>> {
+    text.split(',')
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            let (r, p) = a.split_once(':')?;
+            Some((r.parse().ok()?, p.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Worker → shard, after a purchase with a pass bought: the member's pass is used, its slot in
+/// the room's overbook is free (body: [`MemberRequest::encode`]).
+pub const USED_PATH: &str = "/used";
 
 /// Worker → shard: `user` joins with `ticket` (kept as it is if already there), spending `proof`
 /// (a sale with a proof of work: the shard holds its members' spent proofs), or, without a
@@ -117,6 +142,9 @@ pub struct Member {
     pub join_ms: i64,
     pub pre: bool,
     pub admitted_ms: Option<i64>,
+    /// The member's index in the room's total order (0 = first ever), once the coordinator
+    /// numbered its epoch (issue 36): the exact place.
+    pub place: Option<u64>,
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -124,18 +152,19 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 impl Member {
-    /// `shard;rank|-;join_ms;pre;admitted_ms|-`, or `-` for none.
+    /// `shard;rank|-;join_ms;pre;admitted_ms|-;place|-`, or `-` for none.
     pub fn encode(member: Option<&Self>) -> String {
         member.map_or_else(
             || "-".to_owned(),
             |m| {
                 format!(
-                    "{};{};{};{};{}",
+                    "{};{};{};{};{};{}",
                     m.shard,
                     opt(m.rank),
                     m.join_ms,
                     u8::from(m.pre),
-                    opt(m.admitted_ms)
+                    opt(m.admitted_ms),
+                    opt(m.place)
                 )
             },
         )
@@ -147,7 +176,7 @@ impl Member {
             return Some(None);
         }
         let f: Vec<&str> = text.split(';').collect();
-        if f.len() != 5 {
+        if f.len() != 6 {
             return None;
         }
         let opt = |s: &str| -> Option<Option<i64>> {
@@ -163,6 +192,7 @@ impl Member {
             join_ms: f[2].parse().ok()?,
             pre: f[3] == "1",
             admitted_ms: opt(f[4])?,
+            place: opt(f[5])?.and_then(|p| u64::try_from(p).ok()),
         }))
     }
 }
@@ -178,10 +208,18 @@ pub struct PullRequest {
     pub from_rank: u64,
     pub limit: usize,
     pub horizon_ms: i64,
+    /// Passes given at or before this instant have expired: the shard counts the others
+    /// (admitted, not used) as outstanding.
+    pub pass_from_ms: i64,
+    /// The epoch this tick settles: post-start members who joined before `horizon_ms` and have
+    /// none get it (pre-queue members get 0 once ranked).
+    pub epoch: u64,
+    /// List the settled members from this rank on (those the coordinator has not numbered).
+    pub settled_from: u64,
 }
 
 impl PullRequest {
-    /// `shard;starts_ms|-;from_rank;limit;horizon_ms;rank:ms,…`.
+    /// `shard;starts_ms|-;from_rank;limit;horizon_ms;rank:ms,…;pass_from_ms;epoch;settled_from`.
     pub fn encode(&self) -> String {
         let admissions: Vec<String> = self
             .admissions
@@ -189,19 +227,22 @@ impl PullRequest {
             .map(|(r, ms)| format!("{r}:{ms}"))
             .collect();
         format!(
-            "{};{};{};{};{};{}",
+            "{};{};{};{};{};{};{};{};{}",
             self.shard,
             opt(self.starts_ms),
             self.from_rank,
             self.limit,
             self.horizon_ms,
-            admissions.join(",")
+            admissions.join(","),
+            self.pass_from_ms,
+            self.epoch,
+            self.settled_from
         )
     }
 
     pub fn decode(text: &str) -> Option<Self> {
         let f: Vec<&str> = text.split(';').collect();
-        if f.len() != 6 {
+        if f.len() != 9 {
             return None;
         }
         let admissions = f[5]
@@ -219,6 +260,9 @@ impl PullRequest {
             limit: f[3].parse().ok()?,
             horizon_ms: f[4].parse().ok()?,
             admissions,
+            pass_from_ms: f[6].parse().ok()?,
+            epoch: f[7].parse().ok()?,
+            settled_from: f[8].parse().ok()?,
         })
     }
 }
@@ -229,13 +273,27 @@ pub struct PullReply {
     pub heads: Vec<String>,
     pub joined: u64,
     pub pre_joined: u64,
+    /// Its members' passes outstanding: admitted after `pass_from_ms`, not used for a purchase.
+    pub outstanding: u64,
+    /// How many of its members are settled (have an epoch): ranks `0..settled`.
+    pub settled: u64,
+    /// `super::order::Head::encode` of each settled member from `settled_from` on.
+    pub newly_settled: Vec<String>,
 }
 
 impl PullReply {
-    /// `joined;pre_joined`, then one head per line.
+    /// `joined;pre_joined;outstanding;settled;heads`, then one head per line, then the newly
+    /// settled, one per line.
     pub fn encode(&self) -> String {
-        let mut out = format!("{};{}", self.joined, self.pre_joined);
-        for h in &self.heads {
+        let mut out = format!(
+            "{};{};{};{};{}",
+            self.joined,
+            self.pre_joined,
+            self.outstanding,
+            self.settled,
+            self.heads.len()
+        );
+        for h in self.heads.iter().chain(&self.newly_settled) {
             out.push('\n');
             out.push_str(h);
         }
@@ -244,11 +302,23 @@ impl PullReply {
 
     pub fn decode(text: &str) -> Option<Self> {
         let mut lines = text.split('\n');
-        let (joined, pre_joined) = lines.next()?.split_once(';')?;
+        let counts: Vec<&str> = lines.next()?.split(';').collect();
+        if counts.len() != 5 {
+            return None;
+        }
+        let n_heads: usize = counts[4].parse().ok()?;
+        let mut rest: Vec<String> = lines.map(str::to_owned).collect();
+        if rest.len() < n_heads {
+            return None;
+        }
+        let newly_settled = rest.split_off(n_heads);
         Some(Self {
-            joined: joined.parse().ok()?,
-            pre_joined: pre_joined.parse().ok()?,
-            heads: lines.map(str::to_owned).collect(),
+            joined: counts[0].parse().ok()?,
+            pre_joined: counts[1].parse().ok()?,
+            outstanding: counts[2].parse().ok()?,
+            settled: counts[3].parse().ok()?,
+            heads: rest,
+            newly_settled,
         })
     }
 }
@@ -342,6 +412,7 @@ mod tests {
             join_ms: 11,
             pre: false,
             admitted_ms: None,
+            place: Some(40),
         };
         for joined in [
             Joined::ProofSpent,
@@ -366,6 +437,9 @@ mod tests {
             from_rank: 3,
             limit: 300,
             horizon_ms: 1_000,
+            pass_from_ms: -5,
+            epoch: 4,
+            settled_from: 17,
         };
         assert_eq!(PullRequest::decode(&p.encode()), Some(p.clone()));
         let p = PullRequest {
@@ -375,9 +449,12 @@ mod tests {
         };
         assert_eq!(PullRequest::decode(&p.encode()), Some(p));
         let r = PullReply {
-            heads: vec!["1,0,5,0,0,u".into(), "2,1,0,7,3,".into()],
+            heads: vec!["1,0,5,0,0,0,u".into(), "2,1,0,7,3,1,".into()],
             joined: 9,
             pre_joined: 4,
+            outstanding: 2,
+            settled: 8,
+            newly_settled: vec!["3,1,0,7,4,2,".into()],
         };
         assert_eq!(PullReply::decode(&r.encode()), Some(r.clone()));
         let r = PullReply { heads: vec![], ..r };
@@ -394,17 +471,25 @@ mod tests {
             join_ms: 1_796_119_200_000,
             pre: true,
             admitted_ms: None,
+            place: None,
         };
         assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
         let m = Member {
             rank: Some(7),
             admitted_ms: Some(5),
             pre: false,
+            place: Some(123),
             ..m
         };
         assert_eq!(Member::decode(&Member::encode(Some(&m))), Some(Some(m)));
         assert_eq!(Member::decode(&Member::encode(None)), Some(None));
         assert_eq!(Member::decode("1;2"), None);
+        assert_eq!(
+            decode_places(&encode_places(&[(1, 9), (2, 11)])),
+            Some(vec![(1, 9), (2, 11)])
+        );
+        assert_eq!(decode_places(""), Some(vec![]));
+        assert_eq!(decode_places("1:x"), None);
     }
 
     #[test]

@@ -195,6 +195,7 @@ pub(crate) async fn handle(
             learn(settings, &facts_key, facts, &purchase, &forwarded, sent_ms).await;
             if forwarded.sold() {
                 defences::count(ctx, env, flight);
+                room::pass_used(ctx, env, &purchase.request.sku, &purchase.user, &facts);
             }
             forwarded.reply()
         }

@@ -25,7 +25,7 @@ use crate::proof::{Expected, ProofError, Spend};
 use crate::protocol::RateOutcome;
 use crate::ratelimit_fields;
 use crate::reply::Reply;
-use crate::room::admission::{RoomConfig, RoomState, Status};
+use crate::room::admission::{RoomConfig, RoomState, Seat, Status};
 use crate::room::answer::{self, Asker, QueueAnswer};
 use crate::room::order::{shard_of, ticket};
 use crate::room::pass::{Pass, PassError, Receipt};
@@ -60,6 +60,8 @@ struct Room<'a> {
     user: &'a UserId,
     config: RoomConfig,
     base: String,
+    /// `SKU_FACTS_TTL_SECS`: how long facts written here are kept.
+    facts_ttl_secs: u32,
 }
 
 fn receipt_of(m: &Member) -> Receipt {
@@ -69,6 +71,7 @@ fn receipt_of(m: &Member) -> Receipt {
         join_ms: m.join_ms,
         pre: m.pre,
         admitted_ms: m.admitted_ms,
+        place: m.place,
     }
 }
 
@@ -134,6 +137,19 @@ impl Room<'_> {
             .await
     }
 
+    /// A pass was just given while the room read `remaining` units: a sold-out bound of this
+    /// data center's shield below it (units came back: a restock, a return) is raised, so the
+    /// pass buys instead of meeting a stale `409 sold_out`. One Cache API read per admitted
+    /// poll; a write only when the bound was lower.
+    async fn raise_shield(&self, remaining: u64) {
+        let key = cache_policy::facts_key(&self.base, self.sku);
+        let facts = sku_cache::get_facts(&key).await;
+        let remaining = i64::try_from(remaining).unwrap_or(i64::MAX);
+        if let Some(raised) = facts.raised_by_room(remaining, now_ms()) {
+            sku_cache::put_facts(&key, &raised, self.facts_ttl_secs).await;
+        }
+    }
+
     /// The answer for this shopper: from `receipt` if it tells, else from their shard.
     /// `Ok(None)`: never joined.
     async fn answer(
@@ -150,34 +166,36 @@ impl Room<'_> {
                 None => return Ok(None),
             },
         };
-        let mut status = state.status(
-            receipt.shard,
-            receipt.rank,
-            receipt.pre,
-            receipt.admitted_ms,
-            now,
-        );
-        if matches!(status, Status::AdmittedEarlier | Status::Unranked) && !asked {
+        let seat = |r: &Receipt, asked| Seat {
+            shard: r.shard,
+            rank: r.rank,
+            pre: r.pre,
+            admitted_ms: r.admitted_ms,
+            place: r.place,
+            asked,
+        };
+        let mut status = state.status_of(&seat(&receipt, asked), now);
+        if matches!(
+            status,
+            Status::AdmittedEarlier | Status::Unranked | Status::Unplaced
+        ) && !asked
+        {
+            // Once per member at most for each: its admission instant, its draw, its place.
             let Some(m) = self.member().await? else {
                 return Ok(None);
             };
             receipt = receipt_of(&m);
             asked = true;
-            status = state.status(
-                receipt.shard,
-                receipt.rank,
-                receipt.pre,
-                receipt.admitted_ms,
-                now,
-            );
+            status = state.status_of(&seat(&receipt, asked), now);
         }
         let _ = asked;
-        Ok(Some(QueueAnswer::new(
-            self.asker(now),
-            &state,
-            &receipt,
-            status,
-        )))
+        let answer = QueueAnswer::new(self.asker(now), &state, &receipt, status);
+        if answer.pass.is_some()
+            && let Some(remaining) = state.remaining.filter(|&r| r > 0)
+        {
+            self.raise_shield(remaining).await;
+        }
+        Ok(Some(answer))
     }
 }
 
@@ -268,6 +286,7 @@ async fn queue(
         user,
         config,
         base,
+        facts_ttl_secs: settings.sku_facts_ttl_secs,
     };
     let answered = match action {
         QueueAction::Join => {
@@ -378,6 +397,7 @@ pub(crate) async fn not_admitted(
         user,
         config,
         base: base_url(req),
+        facts_ttl_secs: settings.sku_facts_ttl_secs,
     };
     let receipt = header(req, RECEIPT_HEADER)
         .and_then(|t| Receipt::verify(ring, sku.as_str(), user.as_str(), &t).ok());
@@ -396,6 +416,29 @@ pub(crate) async fn not_admitted(
         position,
         retry,
     )
+}
+
+/// After a purchase of a SKU with a waiting room bought: tells the shopper's shard that their
+/// pass is used, so its slot in the overbook frees (`remaining × overbook` counts passes neither
+/// used nor expired). In the background (`wait_until`): the answer does not wait for it; if it
+/// fails, the pass counts until it expires, which only admits fewer.
+pub(crate) fn pass_used(ctx: &Context, env: &Env, sku: &Sku, user: &UserId, facts: &SkuFacts) {
+    if RoomConfig::of(facts).is_none() {
+        return;
+    }
+    let (env, sku, user) = (env.clone(), sku.clone(), user.to_string());
+    ctx.wait_until(async move {
+        let input = MemberRequest {
+            shard: shard_of(&user),
+            user,
+            ticket: None,
+            starts_ms: None,
+            proof: None,
+        };
+        if let Err(e) = RoomClient::new(&env, sku.as_str()).used(&input).await {
+            worker::console_warn!("room: marking a pass used failed: {e}");
+        }
+    });
 }
 
 /// `GET /v1/queue/{sku}/stats` with the admin bearer token.

@@ -3,7 +3,8 @@
 //! - `RoomShard` (SQLite-backed, [`SHARD_BINDING`], one of `room::SHARDS` per SKU, named
 //!   `{sku}#{i}`): a shard of the room's members. `join` stores a member once (join instant,
 //!   sequence, lottery ticket), `member` looks one up, `pull` (the coordinator's, once per tick)
-//!   records admissions and lists the next members. Ranks: at the start, the pre-queue members
+//!   records admissions, lists the next members and counts the passes outstanding, `used` marks a
+//!   pass used by a purchase. Ranks: at the start, the pre-queue members
 //!   are ranked by ticket; later joiners get the next rank as they join.
 //! - `RoomCoordinator` ([`COORDINATOR_BINDING`], one per SKU, named by the SKU): runs the room's
 //!   tick from its alarm every `TICK_MS` while the room is in use, and answers `state` (the
@@ -22,8 +23,8 @@ use worker::wasm_bindgen::JsValue;
 use worker::{Env, Error, Method, Request, RequestInit, Stub};
 
 use crate::room::protocol::{
-    JOIN_PATH, Joined, MEMBER_PATH, Member, MemberRequest, ObjectStats, PULL_PATH, PullReply,
-    PullRequest, STATE_PATH, STATS_PATH,
+    JOIN_PATH, Joined, MEMBER_PATH, Member, MemberRequest, ObjectStats, PLACE_PATH, PULL_PATH,
+    PullReply, PullRequest, STATE_PATH, STATS_PATH, USED_PATH, encode_places,
 };
 
 pub(crate) const SHARD_BINDING: &str = "ROOM_SHARD";
@@ -94,6 +95,18 @@ impl<'a> RoomClient<'a> {
             &call_text(&self.shard(input.shard)?, MEMBER_PATH, input.encode()).await?,
         )?;
         Ok(reply)
+    }
+
+    /// Tells a shard the places of its newly settled members (`rank`, place).
+    async fn place(&self, shard: u32, places: &[(u64, u64)]) -> worker::Result<()> {
+        call_text(&self.shard(shard)?, PLACE_PATH, encode_places(places)).await?;
+        Ok(())
+    }
+
+    /// Marks the member's pass used by a purchase: its slot in the overbook frees.
+    pub(crate) async fn used(&self, input: &MemberRequest) -> worker::Result<()> {
+        call_text(&self.shard(input.shard)?, USED_PATH, input.encode()).await?;
+        Ok(())
     }
 
     /// The room's state as [`RoomState::encode`] text.

@@ -99,7 +99,7 @@
     else if (now >= ends) { text = "The sale has ended."; closed = text; }
     else if (view.paused || now < pausedUntil) text = "The sale is paused.";
     else if (now < starts) text = "Starts in " + clock(starts - now);
-    else if (view.stock <= 0) text = "Sold out.";
+    else if (soldOutLine() || (view.stock <= 0 && !(room && readPass()))) text = "Sold out.";
     else { text = "On sale now."; open = true; }
     if (ui.countdown.textContent !== text) ui.countdown.textContent = text;
     ui.countdown.dataset.open = String(open);
@@ -231,6 +231,9 @@
   };
   const minutes = (secs) => secs < 60 ? "less than a minute" : secs < 90 ? "about 1 minute" : "about " + Math.round(secs / 60) + " minutes";
 
+  // The line says no unit remains (phase "sold_out"): nothing is offered, whatever a cached view says.
+  const soldOutLine = () => room !== null && line !== null && line.phase === "sold_out";
+
   function showLine(pass) {
     ui.line.hidden = room === null;
     let text = "", st = "";
@@ -240,6 +243,13 @@
     else if (checking === "join") { text = "Checking your browser before you join the line…"; st = "checking"; }
     else if (!line) { text = "Joining the line…"; st = "joining"; }
     else if (line.phase === "expired") { text = "Your turn to buy has ended."; st = "expired"; }
+    else if (line.phase === "sold_out") {
+      // Issue 36: the room knows the stock; nothing to buy, and whether units may come back.
+      text = line.may_return
+        ? "Sold out for now. Units held by other shoppers may come back: you keep your place (number " + line.position + ") and are let in, in order, if they do."
+        : "Sold out: nothing is left to buy.";
+      st = line.may_return ? "sold_out_may_return" : "sold_out";
+    }
     else if (view.starts_at && edgeNow() < Date.parse(view.starts_at)) {
       text = "You are in line. At the start, everyone who joined before it gets a place drawn at random.";
       st = "prequeue";
@@ -283,6 +293,7 @@
         }
         const starts = view.starts_at ? Date.parse(view.starts_at) - edgeNow() : 0;
         if (starts > 0) next = Math.min(next, starts / 1000 + Math.random() * 2);
+        else if (json.phase === "sold_out") next = hinted ? next : 2; // the edge's hint: a return is seen at once
         else if (!json.admitted) next = Math.min(next, Math.max(1, json.estimated_wait_secs || 0));
       } else if (json.code === "no_waiting_room") {
         room = null; line = null; joined = false; receipt = "";

@@ -3,7 +3,8 @@
 //! (`GET /v1/skus/{sku}`, [`get_sku`]), which carries the schedule. Reached from `routes::admin`
 //! and `routes::skus`.
 //!
-//! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`) and the
+//! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`;
+//! `room_overbook_hundredths`, migration `room_overbook`) and the
 //! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`; `network_limits`:
 //! `net_admissions`, `net_units`, `net_window_secs`; migration `bot_defences`) are schedule
 //! fields like the others: absent keeps, `null` disables; the edge runs the room and enforces the
@@ -102,6 +103,8 @@ pub async fn upsert_sku(
                      paused = COALESCE($11, paused),
                      room_admit_per_minute = CASE WHEN $12 THEN room_admit_per_minute ELSE $13 END,
                      room_pass_secs = CASE WHEN $12 THEN room_pass_secs ELSE $14 END,
+                     room_overbook_hundredths =
+                         CASE WHEN $12 THEN room_overbook_hundredths ELSE $22 END,
                      pow_min_bits = CASE WHEN $15 THEN pow_min_bits ELSE $16 END,
                      pow_max_bits = CASE WHEN $15 THEN pow_max_bits ELSE $17 END,
                      net_admissions = CASE WHEN $18 THEN net_admissions ELSE $19 END,
@@ -110,8 +113,11 @@ pub async fn upsert_sku(
                      updated_at = now()
                  WHERE sku = $1
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
-                           net_admissions, net_units, net_window_secs, generation, returns",
+                           room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
+                           pow_max_bits, net_admissions, net_units, net_window_secs, generation,
+                           returns, (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
+                            WHERE o.sku = skus.sku AND o.generation = skus.generation
+                              AND o.status = 'held')::bigint AS \"held!\"",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
@@ -133,6 +139,7 @@ pub async fn upsert_sku(
                 p.net.0,
                 p.net.1,
                 p.net.2,
+                p.room.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -143,13 +150,17 @@ pub async fn upsert_sku(
                 SkuRow,
                 "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs,
                                    starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs,
-                                   pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs)
+                                   pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs,
+                                   room_overbook_hundredths)
                  VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11,
-                         $12, $13, $14, $15, $16)
+                         $12, $13, $14, $15, $16, $17)
                  ON CONFLICT (sku) DO NOTHING
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
-                           net_admissions, net_units, net_window_secs, generation, returns",
+                           room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
+                           pow_max_bits, net_admissions, net_units, net_window_secs, generation,
+                           returns, (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
+                            WHERE o.sku = skus.sku AND o.generation = skus.generation
+                              AND o.status = 'held')::bigint AS \"held!\"",
                 sku.as_str(),
                 &sale.name,
                 sale.price_cents,
@@ -166,6 +177,7 @@ pub async fn upsert_sku(
                 p.net.0,
                 p.net.1,
                 p.net.2,
+                p.room.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -204,6 +216,7 @@ pub async fn update_schedule(
              paused = COALESCE($6, paused),
              room_admit_per_minute = CASE WHEN $7 THEN room_admit_per_minute ELSE $8 END,
              room_pass_secs = CASE WHEN $7 THEN room_pass_secs ELSE $9 END,
+             room_overbook_hundredths = CASE WHEN $7 THEN room_overbook_hundredths ELSE $17 END,
              pow_min_bits = CASE WHEN $10 THEN pow_min_bits ELSE $11 END,
              pow_max_bits = CASE WHEN $10 THEN pow_max_bits ELSE $12 END,
              net_admissions = CASE WHEN $13 THEN net_admissions ELSE $14 END,
@@ -212,8 +225,11 @@ pub async fn update_schedule(
              updated_at = now()
          WHERE sku = $1
          RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                   room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
-                   net_admissions, net_units, net_window_secs, generation, returns",
+                   room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
+                   pow_max_bits, net_admissions, net_units, net_window_secs, generation, returns,
+                   (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
+                            WHERE o.sku = skus.sku AND o.generation = skus.generation
+                              AND o.status = 'held')::bigint AS \"held!\"",
         sku.as_str(),
         p.keep_starts,
         p.starts_at,
@@ -230,19 +246,24 @@ pub async fn update_schedule(
         p.net.0,
         p.net.1,
         p.net.2,
+        p.room.2,
     )
     .fetch_optional(pool)
     .await?;
     Ok(row.map(Into::into))
 }
 
-/// The current view of a SKU, `None` when there is no sale for it.
+/// The current view of a SKU, `None` when there is no sale for it. Its `held` (units in held
+/// orders of the current generation) is what a sold-out waiting room's `may_return` comes from.
 pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreError> {
     let row = sqlx::query_as!(
         SkuRow,
         "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
-                net_admissions, net_units, net_window_secs, generation, returns
+                room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
+                pow_max_bits, net_admissions, net_units, net_window_secs, generation, returns,
+                (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
+                            WHERE o.sku = skus.sku AND o.generation = skus.generation
+                              AND o.status = 'held')::bigint AS \"held!\"
          FROM skus WHERE sku = $1",
         sku.as_str(),
     )

@@ -10,7 +10,7 @@ async fn put_creates_and_get_shows_the_sale(pool: PgPool) {
     let body: serde_json::Value = res.json().await.expect("json");
     assert_eq!(
         body,
-        serde_json::json!({"sku":"SHOE-1","name":"Item SHOE-1","price_cents":1999,"stock":10,"max_per_user":2,
+        serde_json::json!({"sku":"SHOE-1","name":"Item SHOE-1","price_cents":1999,"stock":10,"held":0,"max_per_user":2,
                            "starts_at":null,"ends_at":null,"paused":false,"waiting_room":null,
                            "proof_of_work":null,"network_limits":null})
     );

@@ -17,9 +17,11 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
     assert_eq!(shown.get("waiting_room"), Some(&Value::Null), "{shown}");
     assert_eq!(app.view("W0").await["waiting_room"], Value::Null);
 
-    let room = json!({"admit_per_minute": 600, "pass_secs": 120});
+    // Without an overbook the view shows the default, 1.5 (issue 36).
+    let set = json!({"admit_per_minute": 600, "pass_secs": 120});
+    let room = json!({"admit_per_minute": 600, "pass_secs": 120, "overbook": 1.5});
     let res = app
-        .put_json("W1", sale(5, json!({"waiting_room": room})))
+        .put_json("W1", sale(5, json!({"waiting_room": set})))
         .await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
@@ -35,7 +37,7 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
     );
 
     // A body of the room alone changes the room and nothing else (no restock).
-    let faster = json!({"admit_per_minute": 6000, "pass_secs": 30});
+    let faster = json!({"admit_per_minute": 6000, "pass_secs": 30, "overbook": 3.0});
     let res = app.put_json("W1", json!({"waiting_room": faster})).await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
@@ -43,6 +45,19 @@ async fn the_room_is_set_kept_by_a_restock_and_disabled_by_null(pool: PgPool) {
         (&shown["stock"], &shown["waiting_room"]),
         (&json!(50), &faster)
     );
+    assert_eq!(app.view("W1").await["waiting_room"], faster);
+    // The bounds are taken as they are.
+    for overbook in [json!(1), json!(10.0)] {
+        let room = json!({"admit_per_minute": 60, "pass_secs": 30, "overbook": overbook});
+        let res = app.put_json("W1", json!({"waiting_room": room})).await;
+        assert_eq!(res.status(), 200);
+        let shown = app.view("W1").await;
+        assert_eq!(
+            shown["waiting_room"]["overbook"].as_f64(),
+            overbook.as_f64(),
+            "{shown}"
+        );
+    }
 
     // `null` disables it; the schedule fields are untouched.
     let res = app.put_json("W1", json!({"waiting_room": null})).await;
@@ -77,6 +92,10 @@ async fn bad_room_values_are_400_naming_the_field_and_change_nothing(pool: PgPoo
         json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 0}}),
         json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 86_401}}),
         json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": "60"}}),
+        json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 60, "overbook": 0.99}}),
+        json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 60, "overbook": 10.01}}),
+        json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 60, "overbook": "2"}}),
+        json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 60, "overbook": true}}),
         sale(
             99,
             json!({"waiting_room": {"admit_per_minute": 60, "pass_secs": 0}}),
@@ -126,6 +145,74 @@ async fn the_database_refuses_half_a_waiting_room(pool: PgPool) {
     .expect("a whole room");
     assert_eq!(
         app.view("HALF").await["waiting_room"],
-        json!({"admit_per_minute": 60, "pass_secs": 30})
+        json!({"admit_per_minute": 60, "pass_secs": 30, "overbook": 1.5})
     );
+}
+
+/// Migration `room_overbook`: the overbook is stored in hundredths, 100..=1000, only with a room.
+#[sqlx::test(migrations = "./migrations")]
+async fn the_database_keeps_the_overbook_in_range(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    assert_eq!(app.put_json("OB", sale(5, json!({}))).await.status(), 200);
+    for set in [
+        "room_admit_per_minute = 60, room_pass_secs = 30, room_overbook_hundredths = 99",
+        "room_admit_per_minute = 60, room_pass_secs = 30, room_overbook_hundredths = 1001",
+        "room_overbook_hundredths = 150",
+    ] {
+        let e = sqlx::query(&format!("UPDATE skus SET {set} WHERE sku = 'OB'"))
+            .execute(&pool)
+            .await
+            .expect_err(set);
+        let db = e.as_database_error().expect("a database error");
+        assert_eq!(
+            (db.code().as_deref(), db.constraint()),
+            (Some("23514"), Some("skus_room_overbook")),
+            "{set}"
+        );
+    }
+    let room = json!({"admit_per_minute": 60, "pass_secs": 30, "overbook": 2.25});
+    let res = app.put_json("OB", json!({"waiting_room": room})).await;
+    assert_eq!(res.status(), 200);
+    let stored: Option<i32> =
+        sqlx::query_scalar("SELECT room_overbook_hundredths FROM skus WHERE sku = 'OB'")
+            .fetch_one(&pool)
+            .await
+            .expect("column");
+    assert_eq!(stored, Some(225));
+    assert_eq!(app.view("OB").await["waiting_room"], room);
+}
+
+/// Issue 36: the view shows the units in held orders (`held`), from which a sold-out waiting room
+/// tells its line whether units may come back; paying or cancelling a hold takes it off.
+#[sqlx::test(migrations = "./migrations")]
+async fn the_view_shows_the_units_held(pool: PgPool) {
+    use crate::helpers::{Caller, created};
+    let app = spawn_app(pool).await;
+    app.put_sku_holds("H", 5, 5, 600).await;
+    assert_eq!(app.view("H").await["held"], json!(0));
+    let first = created(app.buy("u", "k1", "H", 2).await).await;
+    let second = created(app.buy("v", "k2", "H", 1).await).await;
+    let view = app.view("H").await;
+    assert_eq!(
+        (&view["stock"], &view["held"]),
+        (&json!(2), &json!(3)),
+        "{view}"
+    );
+    let id = |o: &Value| o["order_id"].as_str().expect("id").to_owned();
+    let paid = app.order_action(&id(&first), "pay", "", Caller::Shop).await;
+    assert_eq!(paid.status(), 200);
+    let cancelled = app
+        .order_action(&id(&second), "cancel", "", Caller::Shop)
+        .await;
+    assert_eq!(cancelled.status(), 200);
+    let view = app.view("H").await;
+    assert_eq!(
+        (&view["stock"], &view["held"]),
+        (&json!(3), &json!(0)),
+        "{view}"
+    );
+    // Confirmed at once (no holds): nothing held.
+    app.put_sku("C", 5, 5).await;
+    assert_eq!(app.buy("u", "k3", "C", 1).await.status(), 201);
+    assert_eq!(app.view("C").await["held"], json!(0));
 }

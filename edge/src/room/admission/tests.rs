@@ -13,6 +13,7 @@ fn the_config_comes_from_the_facts_room_and_schedule() {
     let room = WaitingRoom {
         admit_per_minute: 90,
         pass_secs: 30,
+        overbook: shared::Overbook::from_hundredths(250).expect("2.5"),
     };
     assert_eq!(RoomConfig::of(&SkuFacts::default()), None, "no view yet");
     let without = SkuFacts {
@@ -22,7 +23,7 @@ fn the_config_comes_from_the_facts_room_and_schedule() {
     assert_eq!(RoomConfig::of(&without), None, "no room");
     let mut facts = SkuFacts {
         room: Some(RoomFact {
-            waiting_room: Some(room),
+            waiting_room: Some(room.into()),
         }),
         ..SkuFacts::default()
     };
@@ -31,7 +32,8 @@ fn the_config_comes_from_the_facts_room_and_schedule() {
         Some(RoomConfig {
             admit_per_minute: 90,
             pass_secs: 30,
-            starts_ms: None
+            starts_ms: None,
+            overbook: 250,
         })
     );
     facts.schedule = Some(Schedule {
@@ -50,13 +52,14 @@ fn config(rate: u32, starts_ms: Option<i64>) -> RoomConfig {
         admit_per_minute: rate,
         pass_secs: 60,
         starts_ms,
+        overbook: 150,
     }
 }
 
 fn post(shard: u32, rank: u64, join_ms: i64) -> Head {
     Head {
         rank,
-        key: Key::post(join_ms, shard, rank),
+        key: Key::post(1, join_ms, shard, rank),
     }
 }
 
@@ -247,6 +250,7 @@ fn the_state_round_trips_as_text() {
         "",
         "s1",
         "s2;1;1;-;1;0;0;0;;;;0;0;0",
+        "s2;1;1;-;1;0;0;0;;;;0;0;0;150;x;0;0",
         "s1;x;1;-;1;0;0;0;;;;0;0;0",
     ] {
         assert_eq!(RoomState::decode(bad), None, "{bad}");
@@ -262,4 +266,346 @@ fn the_measured_rate_spans_the_last_minute() {
         measured_per_minute(&[(0, 0), (50_000, 10), (110_000, 70)]),
         60
     );
+}
+
+/// A room with stock: members joined at 0 spread over the shards (rank order = join order),
+/// each admitted member buys one unit 500 ms after admission if `buys(index)`, else lets the pass
+/// expire; `restock` adds units at an instant. Checks at every tick that the passes given since
+/// the last one never exceed what its stock allowed (outstanding + new ≤ remaining × overbook
+/// then), and returns the admissions
+/// (instant, member index) and the state at the end.
+struct StockRun {
+    admitted: Vec<(i64, usize)>,
+    state: RoomState,
+    remaining: u64,
+}
+
+fn run_with_stock(
+    n: usize,
+    mut remaining: u64,
+    overbook: u16,
+    buys: impl Fn(usize) -> bool,
+    restock: Option<(i64, u64)>,
+    until: i64,
+) -> StockRun {
+    let cfg = RoomConfig {
+        overbook,
+        pass_secs: 10,
+        ..config(600, None)
+    };
+    let pass_ms = 10_000;
+    // Member i: shard i % S, rank i / S, joined at i ms.
+    let index = |s: usize, r: u64| r as usize * S as usize + s;
+    let mut state = RoomState::new(cfg, S, 0);
+    // (admitted_ms, index, used)
+    let mut passes: Vec<(i64, usize, bool)> = Vec::new();
+    let mut now = 0;
+    let mut allowed_before = u64::MAX;
+    while now <= until {
+        if let Some((at, units)) = restock
+            && at <= now
+            && at > now - TICK_MS
+        {
+            remaining += units;
+        }
+        // Purchases due since the last tick.
+        for p in passes.iter_mut() {
+            if !p.2 && buys(p.1) && p.0 + 500 <= now && remaining > 0 && p.0 + pass_ms > p.0 + 500 {
+                p.2 = true;
+                remaining -= 1;
+            }
+        }
+        let (next, adm) = state.advance(cfg, now);
+        let given: usize = adm.iter().map(Vec::len).sum();
+        assert!(
+            given as u64 <= allowed_before,
+            "{given} passes given before {now}, {allowed_before} allowed"
+        );
+        for (s, list) in adm.iter().enumerate() {
+            for &(rank, ms) in list {
+                passes.push((ms, index(s, rank), false));
+            }
+        }
+        let outstanding = passes
+            .iter()
+            .filter(|p| !p.2 && p.0 > now - pass_ms)
+            .count() as u64;
+        let target = next.window_target();
+        let heads: Vec<Vec<Head>> = (0..S)
+            .map(|s| {
+                let from = next.shard_base[s as usize];
+                (from..)
+                    .map(|r| (r, index(s as usize, r)))
+                    .take_while(|&(_, i)| i < n)
+                    .take(target)
+                    .map(|(r, i)| post(s, r, i as i64))
+                    .collect()
+            })
+            .collect();
+        let joined = (0..S as usize)
+            .map(|s| (0..n).filter(|i| i % S as usize == s).count() as u64)
+            .collect();
+        state = next
+            .with_window(&heads, joined, 0)
+            .with_stock(Some(Stock { remaining, held: 0 }), outstanding);
+        allowed_before = state.allowance();
+        assert!(
+            outstanding + allowed_before
+                <= shared::Overbook::from_hundredths(overbook)
+                    .expect("overbook")
+                    .passes_for(remaining)
+                    .max(outstanding),
+            "the allowance tops the passes up to remaining × overbook at most"
+        );
+        now += TICK_MS;
+    }
+    let mut admitted: Vec<(i64, usize)> = passes.iter().map(|p| (p.0, p.1)).collect();
+    admitted.sort();
+    StockRun {
+        admitted,
+        state,
+        remaining,
+    }
+}
+
+#[test]
+fn admission_stops_at_the_sell_out_and_the_line_is_told() {
+    // 10 units, 200 in line, everyone buys: 15 passes at most at once (1.5), and exactly 10
+    // buyers; after the sell-out nobody is admitted.
+    let run = run_with_stock(200, 10, 150, |_| true, None, 30_000);
+    assert_eq!(run.remaining, 0);
+    let sold_out_at = run.admitted[9].0 + 500;
+    let after: Vec<_> = run
+        .admitted
+        .iter()
+        .filter(|(t, _)| *t > sold_out_at + TICK_MS)
+        .collect();
+    assert!(after.is_empty(), "admitted after the sell-out: {after:?}");
+    assert!(run.admitted.len() <= 15, "{}", run.admitted.len());
+    // In order.
+    assert!(run.admitted.windows(2).all(|w| w[0].1 < w[1].1));
+    let last = run.admitted.len() as u64;
+    let (shard, rank) = ((last % u64::from(S)) as u32, last / u64::from(S));
+    let seat = Seat {
+        shard,
+        rank: Some(rank),
+        pre: false,
+        admitted_ms: None,
+        // All joined in index order, one epoch: the place is the index.
+        place: Some(last),
+        asked: false,
+    };
+    let status = run.state.status_of(&seat, 30_000);
+    assert_eq!(
+        status,
+        Status::SoldOut {
+            position: 1,
+            may_return: false
+        }
+    );
+    let held = RoomState {
+        held: 2,
+        ..run.state.clone()
+    };
+    assert!(matches!(
+        held.status_of(&seat, 30_000),
+        Status::SoldOut {
+            may_return: true,
+            ..
+        }
+    ));
+    assert!(run.state.likely_sold_out(1, 30_000));
+}
+
+#[test]
+fn admission_resumes_in_order_when_units_come_back() {
+    let run = run_with_stock(200, 5, 100, |_| true, Some((20_000, 3)), 40_000);
+    assert_eq!(run.remaining, 0);
+    assert_eq!(run.admitted.len(), 8, "{:?}", run.admitted);
+    let idx: Vec<usize> = run.admitted.iter().map(|a| a.1).collect();
+    assert_eq!(idx, (0..8).collect::<Vec<_>>(), "in their order");
+    assert!(run.admitted[5].0 >= 20_000, "{:?}", run.admitted);
+}
+
+#[test]
+fn the_overbook_bounds_the_passes_outstanding_and_expiry_frees_them() {
+    // Nobody buys: 4 units × 2.0 = 8 passes at once; they expire after 10 s and free their slots.
+    let run = run_with_stock(200, 4, 200, |_| false, None, 10_500);
+    assert_eq!(run.admitted.len(), 8, "{:?}", run.admitted);
+    let later = run_with_stock(200, 4, 200, |_| false, None, 20_000);
+    assert_eq!(later.admitted.len(), 16, "{:?}", later.admitted);
+    // Without a stock reading nobody is admitted.
+    let blind = RoomState::new(config(600, None), S, 0).with_stock(None, 0);
+    assert_eq!(blind.allowance(), 0);
+}
+
+#[test]
+fn a_state_of_before_the_stock_still_reads() {
+    let state = RoomState::new(config(600, None), S, 5).with_stock(
+        Some(Stock {
+            remaining: 7,
+            held: 3,
+        }),
+        2,
+    );
+    assert_eq!(RoomState::decode(&state.encode()), Some(state.clone()));
+    let old = "s1;600;60;-;1;5;0;0;01;0,0;1,1;2;0;0";
+    let read = RoomState::decode(old).expect("an s1 state reads");
+    assert_eq!(
+        (read.remaining, read.overbook, read.window.as_str()),
+        (None, 150, "01")
+    );
+    assert_eq!(
+        RoomConfig::decode("600;60;-").map(|c| c.overbook),
+        Some(150)
+    );
+}
+
+/// A room run the way the coordinator runs it (issue 36): each tick settles the members who
+/// joined before the horizon into the tick's epoch, numbers them in the total order, and admits
+/// from the window. `joins[s]`: join instants of shard `s`'s members (non-decreasing). Calls
+/// `check(state, places, now)` every 100 ms, with each member's place once numbered.
+fn run_numbered(
+    rate: u32,
+    joins: &[Vec<i64>],
+    until: i64,
+    mut check: impl FnMut(&RoomState, &[Vec<Option<u64>>], i64),
+) {
+    let cfg = config(rate, None);
+    let mut state = RoomState::new(cfg, S, 0);
+    let mut epoch_of: Vec<Vec<Option<u64>>> = joins.iter().map(|j| vec![None; j.len()]).collect();
+    let mut places: Vec<Vec<Option<u64>>> = epoch_of.clone();
+    let mut placed = 0u64;
+    let mut epoch = 1u64;
+    let mut now = 0;
+    while now <= until {
+        if now % TICK_MS == 0 {
+            let (mut next, admissions) = state.advance(cfg, now);
+            // Admitted in the order of the places: the k-th admission is place k.
+            let mut given: Vec<(i64, usize, u64)> = admissions
+                .iter()
+                .enumerate()
+                .flat_map(|(s, list)| list.iter().map(move |&(r, ms)| (ms, s, r)))
+                .collect();
+            given.sort();
+            for (i, &(_, s, r)) in given.iter().enumerate() {
+                assert_eq!(
+                    places[s][r as usize],
+                    Some(state.a_base + i as u64),
+                    "order"
+                );
+            }
+            let mut newly = vec![Vec::new(); S as usize];
+            for s in 0..S as usize {
+                for (r, &j) in joins[s].iter().enumerate() {
+                    if epoch_of[s][r].is_none() && j < now - HORIZON_MS {
+                        epoch_of[s][r] = Some(epoch);
+                        newly[s].push(Head {
+                            rank: r as u64,
+                            key: Key::post(epoch, j, s as u32, r as u64),
+                        });
+                    }
+                }
+            }
+            for (i, (s, r)) in crate::room::order::merge_ranked(&newly)
+                .into_iter()
+                .enumerate()
+            {
+                places[s as usize][r as usize] = Some(placed + i as u64);
+            }
+            placed += newly.iter().map(Vec::len).sum::<usize>() as u64;
+            epoch += 1;
+            let target = next.window_target();
+            let heads: Vec<Vec<Head>> = (0..S as usize)
+                .map(|s| {
+                    (next.shard_base[s] as usize..joins[s].len())
+                        .filter_map(|r| {
+                            epoch_of[s][r].map(|e| Head {
+                                rank: r as u64,
+                                key: Key::post(e, joins[s][r], s as u32, r as u64),
+                            })
+                        })
+                        .take(target)
+                        .collect()
+                })
+                .collect();
+            let joined = joins.iter().map(|j| j.len() as u64).collect();
+            next = next.with_window(&heads, joined, 0);
+            next.shard_settled = epoch_of
+                .iter()
+                .map(|e| e.iter().filter(|e| e.is_some()).count() as u64)
+                .collect();
+            next.placed = placed;
+            state = next;
+        }
+        check(&state, &places, now);
+        now += 100;
+    }
+}
+
+fn seat(s: usize, r: usize, place: Option<u64>) -> Seat {
+    Seat {
+        shard: s as u32,
+        rank: Some(r as u64),
+        pre: false,
+        admitted_ms: None,
+        place,
+        asked: true,
+    }
+}
+
+#[test]
+fn the_position_is_exact_and_monotone_for_every_member() {
+    // 600 members joining over 12 s into the 4 shards (uneven: shard 0 twice as busy), admitted
+    // at 1,200/min (20/s): the line is long, far beyond the window.
+    let mut joins = vec![Vec::new(); S as usize];
+    for i in 0..600i64 {
+        let s = [0, 0, 1, 2, 3][(i * 7 % 5) as usize];
+        joins[s].push(i * 20);
+    }
+    let mut last: Vec<Vec<Option<u64>>> = joins.iter().map(|j| vec![None; j.len()]).collect();
+    let mut checked = 0;
+    run_numbered(1_200, &joins, 45_000, |state, places, now| {
+        let admitted = state.admitted(now);
+        // Everyone numbered: exact (the count of members numbered before them and not yet
+        // admitted, plus one), never rising from one poll to the next.
+        let mut snapshot = Vec::new();
+        for s in 0..S as usize {
+            for (r, p) in places[s].iter().enumerate() {
+                let Some(place) = *p else { continue };
+                match state.status_of(&seat(s, r, Some(place)), now) {
+                    Status::Waiting { position, .. } => {
+                        assert_eq!(position, place - admitted + 1, "exact");
+                        if let Some(before) = last[s][r] {
+                            assert!(
+                                position <= before,
+                                "rose from {before} to {position} at {now}"
+                            );
+                        }
+                        last[s][r] = Some(position);
+                        snapshot.push((joins[s][r], position));
+                        checked += 1;
+                    }
+                    Status::Admitted { .. } | Status::AdmittedEarlier => {
+                        assert!(place < admitted);
+                        last[s][r] = Some(0);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        // In one snapshot, whoever joined more than the settle (1 s) after another is behind.
+        snapshot.sort();
+        for (i, &(join_a, pos_a)) in snapshot.iter().enumerate() {
+            for &(join_b, pos_b) in &snapshot[i + 1..] {
+                if join_b > join_a + HORIZON_MS + TICK_MS {
+                    assert!(
+                        pos_b > pos_a,
+                        "{join_b} ({pos_b}) ahead of {join_a} ({pos_a})"
+                    );
+                }
+            }
+        }
+    });
+    assert!(checked > 10_000, "{checked}");
 }

@@ -1,7 +1,9 @@
 //! `RoomShard`, one of `room::SHARDS` SQLite-backed objects per SKU (named `{sku}#{i}`): a shard
 //! of the room's members. `join` spends the join's proof of work (`super::super::spent`) and
 //! stores a member once (join instant, sequence, lottery ticket), `member` looks one up, `pull`
-//! (the coordinator's, once per tick) records admissions and lists the next members.
+//! (the coordinator's, once per tick) records admissions, lists the next members and counts the
+//! passes outstanding, `used` marks a member's pass used by a purchase (its overbook slot frees),
+//! `place` stores the places the coordinator numbered (issue 36: the exact position).
 
 use std::cell::{Cell, RefCell};
 
@@ -13,8 +15,8 @@ use worker::{
 use crate::room::admission;
 use crate::room::order::{Head, Key};
 use crate::room::protocol::{
-    JOIN_PATH, Joined, MEMBER_PATH, Member, MemberRequest, PULL_PATH, PullReply, PullRequest,
-    RequestMeter, STATS_PATH,
+    JOIN_PATH, Joined, MEMBER_PATH, Member, MemberRequest, PLACE_PATH, PULL_PATH, PullReply,
+    PullRequest, RequestMeter, STATS_PATH, USED_PATH, decode_places,
 };
 
 use super::super::http::now_ms;
@@ -30,9 +32,13 @@ CREATE TABLE IF NOT EXISTS members (
     ticket TEXT NOT NULL,
     pre INTEGER NOT NULL,
     rank INTEGER,
-    admitted_ms INTEGER
+    admitted_ms INTEGER,
+    used_ms INTEGER,
+    epoch INTEGER,
+    place INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS members_by_rank ON members (rank);
+CREATE INDEX IF NOT EXISTS members_by_admission ON members (admitted_ms);
 CREATE TABLE IF NOT EXISTS shard (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -68,9 +74,11 @@ struct MemberRow {
     rank: Option<i64>,
     admitted_ms: Option<i64>,
     user: String,
+    epoch: Option<i64>,
+    place: Option<i64>,
 }
 
-const MEMBER_COLUMNS: &str = "seq, join_ms, ticket, pre, rank, admitted_ms, user";
+const MEMBER_COLUMNS: &str = "seq, join_ms, ticket, pre, rank, admitted_ms, user, epoch, place";
 
 impl MemberRow {
     fn from_values(v: &[SqlStorageValue]) -> Self {
@@ -82,6 +90,8 @@ impl MemberRow {
             rank: int(v.get(4)),
             admitted_ms: int(v.get(5)),
             user: text(v.get(6)),
+            epoch: int(v.get(7)),
+            place: int(v.get(8)),
         }
     }
 }
@@ -141,6 +151,26 @@ impl DurableObject for RoomShard {
                 };
                 Response::ok(self.pull(&input)?.encode())
             }
+            PLACE_PATH => {
+                let Some(places) = body(&mut req, decode_places).await else {
+                    return Response::error("bad places", 400);
+                };
+                self.place(&places)?;
+                Response::ok("placed")
+            }
+            USED_PATH => {
+                let Some(input) = body(&mut req, MemberRequest::decode).await else {
+                    return Response::error("bad used", 400);
+                };
+                // Whether or not the tick has recorded the admission yet (a pass buys as soon as
+                // its slot opens; the shard learns the instant at the next tick): only a pass
+                // buys, so the member was admitted.
+                self.sql()?.exec(
+                    "UPDATE members SET used_ms = ? WHERE user = ? AND used_ms IS NULL",
+                    vec![now_ms().into(), input.user.as_str().into()],
+                )?;
+                Response::ok("used")
+            }
             STATS_PATH => {
                 let m = *self.meter.borrow();
                 Response::ok(format!("{};{}", m.requests, m.peak))
@@ -155,10 +185,31 @@ impl RoomShard {
         let sql = self.state.storage().sql();
         if !self.schema_ready.get() {
             sql.exec(SHARD_SCHEMA, None)?;
+            // Shards made before issue 36 lack its columns: add them once.
+            for column in ["used_ms", "epoch", "place"] {
+                if !Self::has_column(&sql, column)? {
+                    sql.exec(
+                        &format!("ALTER TABLE members ADD COLUMN {column} INTEGER"),
+                        None,
+                    )?;
+                }
+            }
             sql.exec(spent::SCHEMA, None)?;
             self.schema_ready.set(true);
         }
         Ok(sql)
+    }
+
+    fn has_column(sql: &SqlStorage, column: &str) -> worker::Result<bool> {
+        Ok(raw_rows(
+            sql,
+            "SELECT COUNT(*) FROM pragma_table_info('members') WHERE name = ?",
+            vec![column.into()],
+        )?
+        .first()
+        .and_then(|v| int(v.first()))
+        .unwrap_or(0)
+            > 0)
     }
 
     fn counters(sql: &SqlStorage) -> worker::Result<ShardRow> {
@@ -217,6 +268,7 @@ impl RoomShard {
             join_ms: r.join_ms,
             pre: r.pre == 1,
             admitted_ms: r.admitted_ms,
+            place: r.place.and_then(|p| u64::try_from(p).ok()),
         }
     }
 
@@ -281,6 +333,7 @@ impl RoomShard {
                 join_ms: now,
                 pre,
                 admitted_ms: None,
+                place: None,
             },
             created: true,
         })
@@ -296,43 +349,112 @@ impl RoomShard {
                 vec![at.into(), i64::try_from(rank).unwrap_or(i64::MAX).into()],
             )?;
         }
-        let mut heads = Vec::new();
         if finalized {
-            let next = member_rows(
-                &sql,
-                &format!(
-                    "SELECT {MEMBER_COLUMNS} FROM members WHERE rank >= ? ORDER BY rank LIMIT ?"
-                ),
+            // Settle: pre-queue members (ranked at the start) in epoch 0, post-start members
+            // who joined before the horizon in this tick's epoch. Ranks follow join instants,
+            // so the settled members are always ranks `0..settled`.
+            sql.exec(
+                "UPDATE members SET epoch = 0 \
+                 WHERE epoch IS NULL AND rank IS NOT NULL AND pre = 1",
+                None,
+            )?;
+            sql.exec(
+                "UPDATE members SET epoch = ? \
+                 WHERE epoch IS NULL AND rank IS NOT NULL AND pre = 0 AND join_ms < ?",
                 vec![
-                    i64::try_from(input.from_rank).unwrap_or(i64::MAX).into(),
-                    i64::try_from(input.limit).unwrap_or(0).into(),
+                    i64::try_from(input.epoch).unwrap_or(i64::MAX).into(),
+                    input.horizon_ms.into(),
                 ],
             )?;
-            for r in next {
+        }
+        let heads = Self::settled_heads(&sql, input.shard, input.from_rank, Some(input.limit))?;
+        let newly_settled = Self::settled_heads(&sql, input.shard, input.settled_from, None)?;
+        let settled = raw_rows(
+            &sql,
+            "SELECT COUNT(*) FROM members WHERE epoch IS NOT NULL",
+            vec![],
+        )?
+        .first()
+        .and_then(|v| int(v.first()))
+        .unwrap_or(0);
+        let ShardRow {
+            joined, pre_joined, ..
+        } = Self::counters(&sql)?;
+        // Passes outstanding: admitted since `pass_from_ms` (not expired), not used.
+        let outstanding = raw_rows(
+            &sql,
+            "SELECT COUNT(*) FROM members WHERE admitted_ms > ? AND used_ms IS NULL",
+            vec![input.pass_from_ms.into()],
+        )?
+        .first()
+        .and_then(|v| int(v.first()))
+        .unwrap_or(0);
+        Ok(PullReply {
+            heads,
+            joined: u64::try_from(joined).unwrap_or(0),
+            pre_joined: u64::try_from(pre_joined).unwrap_or(0),
+            outstanding: u64::try_from(outstanding).unwrap_or(0),
+            settled: u64::try_from(settled).unwrap_or(0),
+            newly_settled,
+        })
+    }
+
+    /// The settled members from `from_rank` on (at most `limit`), as [`Head::encode`] text.
+    fn settled_heads(
+        sql: &SqlStorage,
+        shard: u32,
+        from_rank: u64,
+        limit: Option<usize>,
+    ) -> worker::Result<Vec<String>> {
+        // Bound as a JavaScript number: keep it an exact integer (not i64::MAX, which is not).
+        let limit = limit.map_or(i64::from(u32::MAX), |l| {
+            i64::try_from(l).unwrap_or(i64::from(u32::MAX))
+        });
+        let rows = member_rows(
+            sql,
+            &format!(
+                "SELECT {MEMBER_COLUMNS} FROM members \
+                 WHERE rank >= ? AND epoch IS NOT NULL ORDER BY rank LIMIT ?"
+            ),
+            vec![
+                i64::try_from(from_rank).unwrap_or(i64::MAX).into(),
+                limit.into(),
+            ],
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let rank = r.rank.and_then(|r| u64::try_from(r).ok())?;
                 let key = if r.pre == 1 {
                     Key::pre(
                         u64::from_str_radix(&r.ticket, 16).unwrap_or(u64::MAX),
                         &r.user,
                     )
-                } else if r.join_ms < input.horizon_ms {
-                    Key::post(r.join_ms, input.shard, u64::try_from(r.seq).unwrap_or(0))
                 } else {
-                    // Later ones joined later still: the next tick takes them.
-                    break;
+                    Key::post(
+                        r.epoch.and_then(|e| u64::try_from(e).ok()).unwrap_or(0),
+                        r.join_ms,
+                        shard,
+                        u64::try_from(r.seq).unwrap_or(0),
+                    )
                 };
-                let Some(rank) = r.rank.and_then(|r| u64::try_from(r).ok()) else {
-                    break;
-                };
-                heads.push(Head { rank, key }.encode());
-            }
+                Some(Head { rank, key }.encode())
+            })
+            .collect())
+    }
+
+    /// Stores the places the coordinator numbered (`rank:place,…`).
+    fn place(&self, places: &[(u64, u64)]) -> worker::Result<()> {
+        let sql = self.sql()?;
+        for &(rank, place) in places {
+            sql.exec(
+                "UPDATE members SET place = ? WHERE rank = ?",
+                vec![
+                    i64::try_from(place).unwrap_or(i64::MAX).into(),
+                    i64::try_from(rank).unwrap_or(i64::MAX).into(),
+                ],
+            )?;
         }
-        let ShardRow {
-            joined, pre_joined, ..
-        } = Self::counters(&sql)?;
-        Ok(PullReply {
-            heads,
-            joined: u64::try_from(joined).unwrap_or(0),
-            pre_joined: u64::try_from(pre_joined).unwrap_or(0),
-        })
+        Ok(())
     }
 }

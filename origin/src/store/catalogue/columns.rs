@@ -41,8 +41,8 @@ pub(super) struct ScheduleParams {
     /// `None` keeps the stored value.
     pub(super) paused: Option<bool>,
     pub(super) keep_room: bool,
-    /// `room_admit_per_minute`, `room_pass_secs`.
-    pub(super) room: (Option<i32>, Option<i32>),
+    /// `room_admit_per_minute`, `room_pass_secs`, `room_overbook_hundredths`.
+    pub(super) room: (Option<i32>, Option<i32>, Option<i32>),
     pub(super) keep_pow: bool,
     /// `pow_min_bits`, `pow_max_bits`.
     pub(super) pow: (Option<i16>, Option<i16>),
@@ -55,9 +55,14 @@ impl ScheduleParams {
     pub(super) fn new(change: &ScheduleUpdate) -> Self {
         let (keep_starts, starts_at) = keep_or(change.starts_at, None, instant);
         let (keep_ends, ends_at) = keep_or(change.ends_at, None, instant);
-        let (keep_room, room) = keep_or(change.waiting_room, (None, None), |r: WaitingRoom| {
-            (integer(r.admit_per_minute), integer(r.pass_secs))
-        });
+        let (keep_room, room) =
+            keep_or(change.waiting_room, (None, None, None), |r: WaitingRoom| {
+                (
+                    integer(r.admit_per_minute),
+                    integer(r.pass_secs),
+                    Some(i32::from(r.overbook.hundredths())),
+                )
+            });
         let (keep_pow, pow) = keep_or(change.proof_of_work, (None, None), |p: ProofOfWork| {
             (Some(i16::from(p.min_bits)), Some(i16::from(p.max_bits)))
         });
@@ -100,6 +105,7 @@ pub(super) struct SkuRow {
     pub(super) paused: bool,
     pub(super) room_admit_per_minute: Option<i32>,
     pub(super) room_pass_secs: Option<i32>,
+    pub(super) room_overbook_hundredths: Option<i32>,
     pub(super) pow_min_bits: Option<i16>,
     pub(super) pow_max_bits: Option<i16>,
     pub(super) net_admissions: Option<i32>,
@@ -107,6 +113,8 @@ pub(super) struct SkuRow {
     pub(super) net_window_secs: Option<i32>,
     pub(super) generation: i64,
     pub(super) returns: i64,
+    /// Units in held orders of the current generation.
+    pub(super) held: i64,
 }
 
 impl From<SkuRow> for SkuView {
@@ -116,11 +124,16 @@ impl From<SkuRow> for SkuView {
             name: r.name,
             price_cents: r.price_cents,
             stock: r.stock,
+            held: r.held,
             max_per_user: r.max_per_user,
             starts_at: timestamp(r.starts_at),
             ends_at: timestamp(r.ends_at),
             paused: r.paused,
-            waiting_room: WaitingRoom::from_columns(r.room_admit_per_minute, r.room_pass_secs),
+            waiting_room: WaitingRoom::from_columns(
+                r.room_admit_per_minute,
+                r.room_pass_secs,
+                r.room_overbook_hundredths,
+            ),
             proof_of_work: ProofOfWork::from_columns(r.pow_min_bits, r.pow_max_bits),
             network_limits: NetworkLimits::from_columns(
                 r.net_admissions,
