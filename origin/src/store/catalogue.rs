@@ -4,7 +4,7 @@
 //! and `routes::skus`.
 //!
 //! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`) and the
-//! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`; `network_limits`:
+//! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`, `pow_algorithm`; `network_limits`:
 //! `net_admissions`, `net_units`, `net_window_secs`; migration `bot_defences`) are schedule
 //! fields like the others: absent keeps, `null` disables; the edge runs the room and enforces the
 //! defences, the origin only stores them and shows them in the view. The mapping between the wire
@@ -104,13 +104,14 @@ pub async fn upsert_sku(
                      room_pass_secs = CASE WHEN $12 THEN room_pass_secs ELSE $14 END,
                      pow_min_bits = CASE WHEN $15 THEN pow_min_bits ELSE $16 END,
                      pow_max_bits = CASE WHEN $15 THEN pow_max_bits ELSE $17 END,
+                     pow_algorithm = CASE WHEN $15 THEN pow_algorithm ELSE $22 END,
                      net_admissions = CASE WHEN $18 THEN net_admissions ELSE $19 END,
                      net_units = CASE WHEN $18 THEN net_units ELSE $20 END,
                      net_window_secs = CASE WHEN $18 THEN net_window_secs ELSE $21 END,
                      updated_at = now()
                  WHERE sku = $1
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits, pow_algorithm,
                            net_admissions, net_units, net_window_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
@@ -133,6 +134,7 @@ pub async fn upsert_sku(
                 p.net.0,
                 p.net.1,
                 p.net.2,
+                p.pow.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -143,12 +145,13 @@ pub async fn upsert_sku(
                 SkuRow,
                 "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs,
                                    starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs,
-                                   pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs)
+                                   pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs,
+                                   pow_algorithm)
                  VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11,
-                         $12, $13, $14, $15, $16)
+                         $12, $13, $14, $15, $16, $17)
                  ON CONFLICT (sku) DO NOTHING
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                           room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits, pow_algorithm,
                            net_admissions, net_units, net_window_secs, generation, returns",
                 sku.as_str(),
                 &sale.name,
@@ -166,6 +169,7 @@ pub async fn upsert_sku(
                 p.net.0,
                 p.net.1,
                 p.net.2,
+                p.pow.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -206,13 +210,14 @@ pub async fn update_schedule(
              room_pass_secs = CASE WHEN $7 THEN room_pass_secs ELSE $9 END,
              pow_min_bits = CASE WHEN $10 THEN pow_min_bits ELSE $11 END,
              pow_max_bits = CASE WHEN $10 THEN pow_max_bits ELSE $12 END,
+             pow_algorithm = CASE WHEN $10 THEN pow_algorithm ELSE $17 END,
              net_admissions = CASE WHEN $13 THEN net_admissions ELSE $14 END,
              net_units = CASE WHEN $13 THEN net_units ELSE $15 END,
              net_window_secs = CASE WHEN $13 THEN net_window_secs ELSE $16 END,
              updated_at = now()
          WHERE sku = $1
          RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                   room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                   room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits, pow_algorithm,
                    net_admissions, net_units, net_window_secs, generation, returns",
         sku.as_str(),
         p.keep_starts,
@@ -230,6 +235,7 @@ pub async fn update_schedule(
         p.net.0,
         p.net.1,
         p.net.2,
+        p.pow.2,
     )
     .fetch_optional(pool)
     .await?;
@@ -241,7 +247,7 @@ pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreE
     let row = sqlx::query_as!(
         SkuRow,
         "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
-                room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits,
+                room_admit_per_minute, room_pass_secs, pow_min_bits, pow_max_bits, pow_algorithm,
                 net_admissions, net_units, net_window_secs, generation, returns
          FROM skus WHERE sku = $1",
         sku.as_str(),

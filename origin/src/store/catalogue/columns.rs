@@ -6,7 +6,10 @@
 //! did not name the field), or write the new ones (all null: the setting is off).
 
 use chrono::{DateTime, Utc};
-use shared::{NetworkLimits, ProofOfWork, ScheduleUpdate, SkuView, Timestamp, Update, WaitingRoom};
+use shared::{
+    NetworkLimits, PowAlgorithm, ProofOfWork, ScheduleUpdate, SkuView, Timestamp, Update,
+    WaitingRoom,
+};
 
 /// A stored instant as the wire's [`Timestamp`]. Stored instants came from a `Timestamp`, so
 /// they are within its range; anything else (a hand-edited row) reads as no instant.
@@ -44,8 +47,8 @@ pub(super) struct ScheduleParams {
     /// `room_admit_per_minute`, `room_pass_secs`.
     pub(super) room: (Option<i32>, Option<i32>),
     pub(super) keep_pow: bool,
-    /// `pow_min_bits`, `pow_max_bits`.
-    pub(super) pow: (Option<i16>, Option<i16>),
+    /// `pow_min_bits`, `pow_max_bits`, `pow_algorithm` (null for v1, the default).
+    pub(super) pow: (Option<i16>, Option<i16>, Option<&'static str>),
     pub(super) keep_net: bool,
     /// `net_admissions`, `net_units`, `net_window_secs`.
     pub(super) net: (Option<i32>, Option<i32>, Option<i32>),
@@ -58,9 +61,17 @@ impl ScheduleParams {
         let (keep_room, room) = keep_or(change.waiting_room, (None, None), |r: WaitingRoom| {
             (integer(r.admit_per_minute), integer(r.pass_secs))
         });
-        let (keep_pow, pow) = keep_or(change.proof_of_work, (None, None), |p: ProofOfWork| {
-            (Some(i16::from(p.min_bits)), Some(i16::from(p.max_bits)))
-        });
+        let (keep_pow, pow) = keep_or(
+            change.proof_of_work,
+            (None, None, None),
+            |p: ProofOfWork| {
+                (
+                    Some(i16::from(p.min_bits)),
+                    Some(i16::from(p.max_bits)),
+                    (p.algorithm != PowAlgorithm::default()).then_some(p.algorithm.as_str()),
+                )
+            },
+        );
         let (keep_net, net) = keep_or(
             change.network_limits,
             (None, None, None),
@@ -102,6 +113,7 @@ pub(super) struct SkuRow {
     pub(super) room_pass_secs: Option<i32>,
     pub(super) pow_min_bits: Option<i16>,
     pub(super) pow_max_bits: Option<i16>,
+    pub(super) pow_algorithm: Option<String>,
     pub(super) net_admissions: Option<i32>,
     pub(super) net_units: Option<i32>,
     pub(super) net_window_secs: Option<i32>,
@@ -121,7 +133,11 @@ impl From<SkuRow> for SkuView {
             ends_at: timestamp(r.ends_at),
             paused: r.paused,
             waiting_room: WaitingRoom::from_columns(r.room_admit_per_minute, r.room_pass_secs),
-            proof_of_work: ProofOfWork::from_columns(r.pow_min_bits, r.pow_max_bits),
+            proof_of_work: ProofOfWork::from_columns(
+                r.pow_min_bits,
+                r.pow_max_bits,
+                r.pow_algorithm.as_deref(),
+            ),
             network_limits: NetworkLimits::from_columns(
                 r.net_admissions,
                 r.net_units,
