@@ -88,7 +88,8 @@ pub struct Challenge {
 }
 
 /// A solved counter (extra members such as `time` are ignored).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(Serialize))]
 pub struct Found {
     pub counter: u32,
     #[serde(rename = "derivedKey")]
@@ -96,7 +97,8 @@ pub struct Found {
 }
 
 /// The widget's v2 payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(Serialize))]
 pub struct Payload {
     pub challenge: Challenge,
     pub solution: Found,
