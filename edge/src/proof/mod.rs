@@ -131,8 +131,7 @@ pub enum ProofError {
 pub type Entropy = [u8; 36];
 
 /// A challenge as `GET /v1/challenge` answers it: ALTCHA v1's or v2's, as the SKU asks.
-/// (Serialize only in the worker: an untagged `Deserialize` is large wasm, and only the native
-/// tests read challenges back.)
+// Serialize only in the worker: only the native tests read challenges back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(Deserialize, utoipa::ToSchema), schema(as = AltchaAnyChallenge))]
 #[serde(untagged)]
