@@ -1,11 +1,14 @@
 // End-to-end: the proof of work (issue 28) — ALTCHA challenges from GET /v1/challenge, solved by
-// ALTCHA's own library (`altcha-lib`'s v1 solver) and verified by it, then spent once by a join
-// or a purchase. The BUILT worker in workerd in front of the REAL origin; "reached the origin" is
+// ALTCHA's own library (`altcha-lib`'s v1 solver, and its v2 one for a SKU whose
+// `proof_of_work.algorithm` is `PBKDF2/SHA-256`, issue 38) and verified by it, then spent once by
+// a join or a purchase. The BUILT worker in workerd in front of the REAL origin; "reached the origin" is
 // the origin's own /metrics (`origin_purchase_requests_total`), and what the origin received is
 // read through a pass-through in front of it.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createChallenge, solveChallenge, verifySolution } from "altcha-lib/v1";
+import { createChallenge as createV2, solveChallenge as solveV2, verifySolution as verifyV2 } from "altcha-lib";
+import { deriveKey as pbkdf2 } from "altcha-lib/algorithms/pbkdf2";
 
 import { POW_KID, POW_SECRET, Stack, assertProblem, originProxy, response, tokenFor, unique } from "./harness.mjs";
 
@@ -279,5 +282,105 @@ describe("a sale with a waiting room and proof_of_work", () => {
     }
     const r = await buy(sku, token, { headers: { "flashgate-pass": a.pass } });
     assert.equal(r.status, 201, r.text);
+  });
+});
+
+describe("a sale with proof_of_work in ALTCHA's v2 (PBKDF2/SHA-256, issue 38)", () => {
+  const V2 = { proof_of_work: { min_bits: 4, max_bits: 12, algorithm: "PBKDF2/SHA-256" } };
+
+  /** Solves a v2 challenge with altcha-lib's v2 solver; the payload as the widget 3.x submits it. */
+  async function solveV2Payload(c) {
+    const solution = await solveV2({ challenge: c, deriveKey: pbkdf2 });
+    assert.ok(solution, `altcha-lib found no counter for ${JSON.stringify(c)}`);
+    return btoa(JSON.stringify({ challenge: { parameters: c.parameters, signature: c.signature }, solution }));
+  }
+
+  test("the view shows the algorithm; the challenge is v2, bound like v1's, and altcha-lib solves and verifies it", async () => {
+    const sku = await sale(V2);
+    const view = await stack.originSku(sku);
+    assert.deepEqual(view.body.proof_of_work, V2.proof_of_work);
+    const user = unique("alice");
+    const r = await challenge(sku, tokenFor(user));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers.get("cache-control"), "no-store");
+    const c = r.json;
+    assert.deepEqual(Object.keys(c).sort(), ["parameters", "signature"]);
+    const p = c.parameters;
+    assert.equal(p.algorithm, "PBKDF2/SHA-256");
+    assert.equal(p.keyLength, 32);
+    assert.match(p.keyPrefix, /^[0-9a-f]{32}$/);
+    assert.deepEqual({ ...p.data, issued: undefined }, { issued: undefined, kid: POW_KID, purpose: "purchase", sku, user });
+    assert.ok(Math.abs(p.data.issued - Date.now() / 1000) < 5, JSON.stringify(p));
+    assert.ok(p.expiresAt > Date.now() / 1000 && p.expiresAt <= Date.now() / 1000 + 121, JSON.stringify(p));
+    // Quiet: min_bits (4) is 16 counters of one iteration.
+    assert.equal(p.cost, 1);
+    // Made here, solved and verified by ALTCHA's own v2 library with the secret.
+    const solution = await solveV2({ challenge: c, deriveKey: pbkdf2 });
+    assert.ok(solution.counter < 16, JSON.stringify(solution));
+    const verdict = await verifyV2({ challenge: c, solution, deriveKey: pbkdf2, hmacSignatureSecret: POW_SECRET, hmacKeySignatureSecret: POW_SECRET });
+    assert.equal(verdict.verified, true, JSON.stringify(verdict));
+  });
+
+  test("grows harder with demand: more PBKDF2 iterations per counter, up to max_bits", async () => {
+    const sku = await sale({ proof_of_work: { min_bits: 10, max_bits: 16, algorithm: "PBKDF2/SHA-256" } });
+    const first = await challenge(sku, tokenFor(unique("first")));
+    assert.equal(first.json.parameters.cost, 1, "quiet: 10 bits = 1,024 counters of 1 iteration");
+    const burst = await Promise.all(Array.from({ length: 80 }, () => challenge(sku, tokenFor(unique("burst")))));
+    const hardest = Math.max(...burst.map((r) => r.json.parameters.cost));
+    assert.equal(hardest, 64, "the peak: 16 bits = 1,024 counters of 64 iterations");
+  });
+
+  test("buys once with altcha-lib's solution; a replay, another shopper's or a forged one is refused", async () => {
+    const sku = await sale(V2);
+    const token = tokenFor(unique("v2solver"));
+    const r = await challenge(sku, token, seen.url);
+    assert.equal(r.status, 200, r.text);
+    const proof = await solveV2Payload(r.json);
+    const before = await stack.originPurchaseCalls();
+    const ok = await buy(sku, token, { proof, edgeUrl: seen.url });
+    assert.equal(ok.status, 201, ok.text);
+    assert.equal(await stack.originPurchaseCalls(), before + 1);
+    assert.equal(proxy.requests("POST /v1/purchases").at(-1).headers["flashgate-proof"], undefined, "never forwarded");
+    const again = await buy(sku, token, { proof, edgeUrl: seen.url });
+    assertProblem(again, 403, "proof_rejected", "replayed");
+    assert.match(again.json.detail, /used before/);
+    // Another shopper's proof, a key that is not the challenge's, a challenge made without the
+    // edge's secret: refused, and none reaches the origin.
+    const bob = tokenFor(unique("bob"));
+    const bobs = await solveV2Payload((await challenge(sku, bob)).json);
+    assertProblem(await buy(sku, token, { proof: bobs }), 403, "proof_rejected", "another shopper's");
+    const mine = (await challenge(sku, token)).json;
+    const wrongKey = btoa(JSON.stringify({ challenge: mine, solution: { counter: 0, derivedKey: "00".repeat(32) } }));
+    assertProblem(await buy(sku, token, { proof: wrongKey }), 403, "proof_rejected", "a wrong key");
+    const alien = await createV2({
+      algorithm: "PBKDF2/SHA-256", cost: 1, counter: 3, deriveKey: pbkdf2, expiresAt: Math.floor(Date.now() / 1000) + 60,
+      data: { kid: POW_KID, purpose: "purchase", sku, user: "x" }, hmacSignatureSecret: "not-the-edge-secret-0123456789", hmacKeySignatureSecret: "not-the-edge-secret-0123456789",
+    });
+    assertProblem(await buy(sku, token, { proof: await solveV2Payload(alien) }), 403, "proof_rejected", "another secret's");
+    assert.equal(await stack.originPurchaseCalls(), before + 1, "none of them reached the origin");
+    // A challenge altcha-lib made with the edge's secret and binding buys (the formats agree).
+    const user = unique("made");
+    const made = await createV2({
+      algorithm: "PBKDF2/SHA-256", cost: 8, counter: 5, deriveKey: pbkdf2, expiresAt: Math.floor(Date.now() / 1000) + 60,
+      data: { kid: POW_KID, purpose: "purchase", sku, user }, hmacSignatureSecret: POW_SECRET, hmacKeySignatureSecret: POW_SECRET,
+    });
+    const bought = await buy(sku, tokenFor(user), { proof: await solveV2Payload(made) });
+    assert.equal(bought.status, 201, bought.text);
+  });
+
+  test("joining a waiting room takes a v2 join proof, once", async () => {
+    const sku = await sale({ ...V2, waiting_room: { admit_per_minute: 6000, pass_secs: 60 } });
+    const token = tokenFor(unique("v2queuer"));
+    const join = (proof) =>
+      fetch(`${stack.edgeUrl}/v1/queue/${sku}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, ...(proof ? { "flashgate-proof": proof } : {}) },
+      }).then(response);
+    const c = await challenge(sku, token);
+    assert.equal(c.json.parameters.data.purpose, "join");
+    const proof = await solveV2Payload(c.json);
+    const joined = await join(proof);
+    assert.equal(joined.status, 200, joined.text);
+    assertProblem(await join(proof), 403, "proof_rejected", "a join proof twice");
   });
 });

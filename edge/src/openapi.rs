@@ -30,7 +30,7 @@ use utoipa::OpenApi;
         ("tracestate" = Option<String>, Header, description = "W3C Trace Context vendor state, forwarded with a valid `traceparent` (at most 512 characters, 32 members)"),
         ("Flashgate-Pass" = Option<String>, Header, description = "Required for a SKU with a waiting room: the `pass` of an admitted `/v1/queue/{sku}` answer, valid for this shopper and SKU until it expires"),
         ("Flashgate-Queue-Receipt" = Option<String>, Header, description = "Optional with a waiting room: the `receipt` of the last queue answer; a refusal then finds the `position` without asking the room's objects"),
-        ("Flashgate-Proof" = Option<String>, Header, description = "Required for a SKU with `proof_of_work` and no waiting room: a solved challenge of `GET /v1/challenge` (base64 of the ALTCHA payload JSON `{algorithm, challenge, number, salt, signature}`), for this SKU, this shopper and `purchase`, unexpired and never used before. Never forwarded to the origin"),
+        ("Flashgate-Proof" = Option<String>, Header, description = "Required for a SKU with `proof_of_work` and no waiting room: a solved challenge of `GET /v1/challenge` (base64 of the ALTCHA widget's payload JSON: v1 `{algorithm, challenge, number, salt, signature}`, v2 `{challenge: {parameters, signature}, solution: {counter, derivedKey}}`), for this SKU, this shopper and `purchase`, unexpired and never used before. Never forwarded to the origin"),
     ),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
@@ -49,8 +49,9 @@ use utoipa::OpenApi;
 )]
 fn purchase() {}
 
-/// A proof-of-work challenge in the ALTCHA format (the widget's `challengeurl`, any ALTCHA
-/// library's solver), for the sale's join (with a waiting room) or purchase (without), bound to
+/// A proof-of-work challenge in the ALTCHA format — v1 (`SHA-256`, the default) or proof of work
+/// v2 (`PBKDF2/SHA-256`), as the SKU's `proof_of_work.algorithm` says — for the `altcha` widget's
+/// `challenge` URL or any ALTCHA library's solver, for the sale's join (with a waiting room) or purchase (without), bound to
 /// the SKU and the shopper, valid for `POW_CHALLENGE_TTL_SECS`, as hard as the SKU's distinct
 /// arriving shoppers ask (between its `min_bits` and `max_bits`; one shopper asking often counts
 /// once). A purchase's is issued only from the sale's `starts_at` on, and a purchase of a sale
@@ -61,7 +62,7 @@ fn purchase() {}
     params(("sku" = String, Query, description = "1..=64 of [A-Za-z0-9._-]")),
     security(("shopper_token" = []), ("session_cookie" = [])),
     responses(
-        (status = 200, description = "The challenge (`Cache-Control: no-store`), with `RateLimit-Policy: \"challenge\";q=…;w=…` and `RateLimit`", body = crate::proof::Challenge),
+        (status = 200, description = "The challenge (`Cache-Control: no-store`), with `RateLimit-Policy: \"challenge\";q=…;w=…` and `RateLimit`", body = crate::proof::Issued),
         (status = 400, description = "`invalid_request`: no or a malformed `sku`", body = shared::Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthenticated`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`csrf_rejected`, as for purchases", body = shared::Problem, content_type = "application/problem+json"),
@@ -260,7 +261,11 @@ fn openapi_json() {}
         shared::WaitingRoom,
         shared::ProofOfWork,
         shared::NetworkLimits,
+        crate::proof::Issued,
         crate::proof::Challenge,
+        crate::proof::altcha_v2::Challenge,
+        crate::proof::altcha_v2::Parameters,
+        crate::proof::altcha_v2::Data,
         shared::OrderView,
         shared::OrderStatus,
         shared::Problem,

@@ -28,6 +28,7 @@ use utoipa::OpenApi;
         shared::SkuUpsert,
         shared::WaitingRoom,
         shared::ProofOfWork,
+        shared::PowAlgorithm,
         shared::NetworkLimits,
         shared::Problem,
         shared::ErrorCode,

@@ -3,9 +3,10 @@
 //! by the origin and shown in the SKU view, from which the edge learns them (`edge::proof` and
 //! `edge::network` enforce them; the origin only stores the settings):
 //!
-//! - [`ProofOfWork`] (`proof_of_work: {"min_bits", "max_bits"}`): joining the sale's waiting room,
-//!   or a purchase of a sale without one, needs a solved ALTCHA challenge whose difficulty follows
-//!   demand between the two bounds.
+//! - [`ProofOfWork`] (`proof_of_work: {"min_bits", "max_bits", "algorithm"}`): joining the sale's
+//!   waiting room, or a purchase of a sale without one, needs a solved ALTCHA challenge whose
+//!   difficulty follows demand between the two bounds, in ALTCHA's v1 format (`SHA-256`, the
+//!   default) or its proof of work v2 (`PBKDF2/SHA-256`).
 //! - [`NetworkLimits`] (`network_limits: {"admissions", "units", "window_secs"}`): at most
 //!   `admissions` shoppers join the room and `units` units are bought per network (IPv4 /24,
 //!   IPv6 /48) per `window_secs`.
@@ -15,9 +16,9 @@ use serde_json::Value;
 
 use crate::body::BodyError;
 
-/// A SKU's proof of work: each challenge asks for `bits` bits of work (`maxnumber` = 2^bits
-/// SHA-256 candidates, half of them tried on average), `min_bits` while the SKU is quiet up to
-/// `max_bits` at its peak of arrivals.
+/// A SKU's proof of work: each challenge asks for `bits` bits of work (2^bits units of work at
+/// most, half of them on average: SHA-256 candidates in v1, PBKDF2 iterations in v2), `min_bits`
+/// while the SKU is quiet up to `max_bits` at its peak of arrivals, in the format `algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProofOfWork {
@@ -27,21 +28,77 @@ pub struct ProofOfWork {
     /// Bits of work at the peak, `min_bits`..=30.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 30))]
     pub max_bits: u8,
+    /// The challenges' format (default `SHA-256`, ALTCHA v1; absent from a view of an older
+    /// origin, which is v1).
+    #[serde(default)]
+    pub algorithm: PowAlgorithm,
+}
+
+/// The ALTCHA format of a SKU's challenges (docs/bot-defence.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PowAlgorithm {
+    /// ALTCHA v1 ("legacy"): find the number whose SHA-256 with the salt is the challenge.
+    #[default]
+    #[serde(rename = "SHA-256")]
+    Sha256,
+    /// ALTCHA proof of work v2: find the counter whose PBKDF2-HMAC-SHA-256 key has the challenge's
+    /// prefix (what the current widget, `altcha` 3.x, solves by default, at the browser's native
+    /// speed).
+    #[serde(rename = "PBKDF2/SHA-256")]
+    Pbkdf2Sha256,
+}
+
+impl PowAlgorithm {
+    /// Every accepted value, as written on the wire and stored.
+    pub const ALL: [Self; 2] = [Self::Sha256, Self::Pbkdf2Sha256];
+
+    /// The wire (and stored) name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Sha256 => "SHA-256",
+            Self::Pbkdf2Sha256 => "PBKDF2/SHA-256",
+        }
+    }
+
+    /// The algorithm named `name` exactly, else none.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == name)
+    }
 }
 
 impl ProofOfWork {
-    /// The most work a challenge may ask for: 2^30 candidates (minutes on a phone).
+    /// The most work a challenge may ask for: 2^30 units (minutes on a phone).
     pub const MAX_BITS: u8 = 30;
 
-    /// Both bounds in `1..=MAX_BITS`, `min_bits <= max_bits`.
+    /// Both bounds in `1..=MAX_BITS`, `min_bits <= max_bits`, in the default format (v1).
     pub fn new(min_bits: u8, max_bits: u8) -> Option<Self> {
-        (1 <= min_bits && min_bits <= max_bits && max_bits <= Self::MAX_BITS)
-            .then_some(Self { min_bits, max_bits })
+        (1 <= min_bits && min_bits <= max_bits && max_bits <= Self::MAX_BITS).then_some(Self {
+            min_bits,
+            max_bits,
+            algorithm: PowAlgorithm::default(),
+        })
     }
 
-    /// From the stored columns (both set, valid), else none.
-    pub fn from_columns(min_bits: Option<i16>, max_bits: Option<i16>) -> Option<Self> {
-        Self::new(u8::try_from(min_bits?).ok()?, u8::try_from(max_bits?).ok()?)
+    /// The same bounds in the format `algorithm`.
+    pub fn with_algorithm(self, algorithm: PowAlgorithm) -> Self {
+        Self { algorithm, ..self }
+    }
+
+    /// From the stored columns (both bounds set, valid; the algorithm null for v1), else none.
+    pub fn from_columns(
+        min_bits: Option<i16>,
+        max_bits: Option<i16>,
+        algorithm: Option<&str>,
+    ) -> Option<Self> {
+        let algorithm = match algorithm {
+            None => PowAlgorithm::default(),
+            Some(name) => PowAlgorithm::parse(name)?,
+        };
+        Some(
+            Self::new(u8::try_from(min_bits?).ok()?, u8::try_from(max_bits?).ok()?)?
+                .with_algorithm(algorithm),
+        )
     }
 
     /// The members of a `proof_of_work` object; a bad one is named `proof_of_work.<member>`.
@@ -58,10 +115,28 @@ impl ProofOfWork {
         };
         let min_bits = bits("min_bits", "proof_of_work.min_bits")?;
         let max_bits = bits("max_bits", "proof_of_work.max_bits")?;
-        Self::new(min_bits, max_bits).ok_or(BodyError::Field {
-            field: "proof_of_work.max_bits",
-            reason: "must be at least min_bits".into(),
-        })
+        let algorithm = match map.get("algorithm") {
+            None | Some(Value::Null) => PowAlgorithm::default(),
+            Some(v) => {
+                v.as_str()
+                    .and_then(PowAlgorithm::parse)
+                    .ok_or_else(|| BodyError::Field {
+                        field: "proof_of_work.algorithm",
+                        reason: format!(
+                            "must be one of {}",
+                            PowAlgorithm::ALL
+                                .map(|a| format!("\"{}\"", a.as_str()))
+                                .join(", ")
+                        ),
+                    })?
+            }
+        };
+        Self::new(min_bits, max_bits)
+            .map(|p| p.with_algorithm(algorithm))
+            .ok_or(BodyError::Field {
+                field: "proof_of_work.max_bits",
+                reason: "must be at least min_bits".into(),
+            })
     }
 }
 
@@ -164,10 +239,24 @@ mod tests {
             ProofOfWork::from_map(&map(r#"{"min_bits":10,"max_bits":18}"#)),
             Ok(ProofOfWork {
                 min_bits: 10,
-                max_bits: 18
+                max_bits: 18,
+                algorithm: PowAlgorithm::Sha256,
             })
         );
         assert!(ProofOfWork::from_map(&map(r#"{"min_bits":30,"max_bits":30}"#)).is_ok());
+        // The format: v1 by default (absent or null), v2 by name.
+        assert_eq!(
+            ProofOfWork::from_map(&map(
+                r#"{"min_bits":10,"max_bits":18,"algorithm":"PBKDF2/SHA-256"}"#
+            ))
+            .map(|p| p.algorithm),
+            Ok(PowAlgorithm::Pbkdf2Sha256)
+        );
+        assert_eq!(
+            ProofOfWork::from_map(&map(r#"{"min_bits":1,"max_bits":2,"algorithm":null}"#))
+                .map(|p| p.algorithm),
+            Ok(PowAlgorithm::Sha256)
+        );
         for (bad, field) in [
             (r#"{"max_bits":18}"#, "proof_of_work.min_bits"),
             (r#"{"min_bits":0,"max_bits":18}"#, "proof_of_work.min_bits"),
@@ -181,16 +270,41 @@ mod tests {
                 r#"{"min_bits":10.5,"max_bits":18}"#,
                 "proof_of_work.min_bits",
             ),
+            (
+                r#"{"min_bits":10,"max_bits":18,"algorithm":"ARGON2ID"}"#,
+                "proof_of_work.algorithm",
+            ),
+            (
+                r#"{"min_bits":10,"max_bits":18,"algorithm":"pbkdf2/sha-256"}"#,
+                "proof_of_work.algorithm",
+            ),
+            (
+                r#"{"min_bits":10,"max_bits":18,"algorithm":2}"#,
+                "proof_of_work.algorithm",
+            ),
         ] {
             let e = ProofOfWork::from_map(&map(bad)).expect_err(bad);
             assert!(e.to_string().contains(field), "{bad}: {e}");
         }
         assert_eq!(
-            ProofOfWork::from_columns(Some(4), Some(20)),
+            ProofOfWork::from_columns(Some(4), Some(20), None),
             ProofOfWork::new(4, 20)
         );
-        assert_eq!(ProofOfWork::from_columns(Some(4), None), None);
-        assert_eq!(ProofOfWork::from_columns(Some(21), Some(20)), None);
+        assert_eq!(
+            ProofOfWork::from_columns(Some(4), Some(20), Some("PBKDF2/SHA-256")),
+            ProofOfWork::new(4, 20).map(|p| p.with_algorithm(PowAlgorithm::Pbkdf2Sha256))
+        );
+        assert_eq!(ProofOfWork::from_columns(Some(4), None, None), None);
+        assert_eq!(ProofOfWork::from_columns(Some(21), Some(20), None), None);
+        assert_eq!(
+            ProofOfWork::from_columns(Some(4), Some(20), Some("MD5")),
+            None
+        );
+        // A view of an older origin (no `algorithm`) is v1.
+        assert_eq!(
+            serde_json::from_str::<ProofOfWork>(r#"{"min_bits":4,"max_bits":20}"#).ok(),
+            ProofOfWork::new(4, 20)
+        );
     }
 
     #[test]

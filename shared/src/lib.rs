@@ -35,7 +35,7 @@ pub mod sku_put;
 pub mod timestamp;
 pub mod wire;
 
-pub use defence::{NetworkLimits, ProofOfWork};
+pub use defence::{NetworkLimits, PowAlgorithm, ProofOfWork};
 pub use domain::{DomainError, IdempotencyKey, Quantity, Sku, UserId};
 pub use orders::{OrderStatus, OrderView, RefundRequest};
 pub use problem::{ErrorCode, Problem};

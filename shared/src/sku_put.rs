@@ -526,7 +526,8 @@ mod tests {
             Ok(SkuPut::Schedule(ScheduleUpdate {
                 proof_of_work: Update::Set(ProofOfWork {
                     min_bits: 8,
-                    max_bits: 16
+                    max_bits: 16,
+                    algorithm: crate::PowAlgorithm::Sha256,
                 }),
                 ..ScheduleUpdate::default()
             }))

@@ -23,10 +23,12 @@ use sha2::{Digest, Sha256};
 /// The only algorithm the edge issues and accepts.
 pub const ALGORITHM: &str = "SHA-256";
 
-/// Longest `Flashgate-Proof` header accepted (a solution is ~300 bytes).
+/// Longest `Flashgate-Proof` header accepted (a v1 solution is ~300 bytes, a v2 one ~900).
 pub const MAX_PAYLOAD_LEN: usize = 2_048;
 
-/// A challenge, as `GET /v1/challenge` answers it (the ALTCHA widget's `challengeurl` format).
+/// A v1 challenge, as `GET /v1/challenge` answers it for a SKU whose `proof_of_work.algorithm` is
+/// `SHA-256` (the default): what the `altcha` widget solves from its `challenge` URL (3.x; its
+/// `challengeurl` in 1.x and 2.x).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(utoipa::ToSchema), schema(as = AltchaChallenge))]
 pub struct Challenge {
@@ -59,21 +61,26 @@ impl Solution {
     /// Reads a `Flashgate-Proof` value: base64 (with or without padding) of the solution's JSON.
     /// `None` for anything else.
     pub fn decode(header: &str) -> Option<Self> {
-        let header = header.trim();
-        if header.is_empty() || header.len() > MAX_PAYLOAD_LEN {
-            return None;
-        }
-        let json = STANDARD
-            .decode(header)
-            .or_else(|_| STANDARD_NO_PAD.decode(header))
-            .ok()?;
-        serde_json::from_slice(&json).ok()
+        serde_json::from_slice(&decode_base64(header)?).ok()
     }
 
     /// The `Flashgate-Proof` value of this solution (what the widget submits).
     pub fn encode(&self) -> String {
         STANDARD.encode(serde_json::to_vec(self).unwrap_or_default())
     }
+}
+
+/// The bytes of a `Flashgate-Proof` value (base64, with or without padding, at most
+/// [`MAX_PAYLOAD_LEN`]): a v1 or v2 payload's JSON. `None` for anything else.
+pub fn decode_base64(header: &str) -> Option<Vec<u8>> {
+    let header = header.trim();
+    if header.is_empty() || header.len() > MAX_PAYLOAD_LEN {
+        return None;
+    }
+    STANDARD
+        .decode(header)
+        .or_else(|_| STANDARD_NO_PAD.decode(header))
+        .ok()
 }
 
 /// Lower-case hex SHA-256 of `salt` followed by the decimal `number`: the `challenge` string.

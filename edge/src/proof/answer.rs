@@ -5,7 +5,7 @@
 
 use shared::{ErrorCode, Problem};
 
-use super::{CHALLENGE_PATH, Challenge, ProofError};
+use super::{CHALLENGE_PATH, Issued, ProofError};
 use crate::reply::Reply;
 
 /// `/v1/challenge?sku=<sku>` (SKUs are URL-safe: `[A-Za-z0-9._-]`).
@@ -14,7 +14,7 @@ pub fn challenge_url(sku: &str) -> String {
 }
 
 /// `200` with the challenge, `Cache-Control: no-store` (each is unique and bound to its shopper).
-pub fn challenge(challenge: &Challenge) -> Reply {
+pub fn challenge(challenge: &Issued) -> Reply {
     let body = serde_json::to_string(challenge).unwrap_or_else(|_| "{}".into());
     Reply::json(200, body).with_header("cache-control", "no-store")
 }
@@ -69,14 +69,14 @@ mod tests {
             );
         }
         assert_eq!(not_required().status, 409);
-        let c = super::super::altcha::make(b"k", "s&".into(), 1, 2);
+        let c = Issued::V1(super::super::altcha::make(b"k", "s&".into(), 1, 2));
         let r = challenge(&c);
         assert_eq!(
             (r.status, r.header("cache-control")),
             (200, Some("no-store"))
         );
         assert_eq!(
-            serde_json::from_str::<Challenge>(&r.body).expect("challenge"),
+            serde_json::from_str::<Issued>(&r.body).expect("challenge"),
             c
         );
     }

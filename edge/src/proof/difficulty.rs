@@ -7,7 +7,9 @@
 //! times counts once) and `peak` is `POW_PEAK_ARRIVALS_PER_SEC`.
 //! A challenge of `b` bits has `maxnumber = 2^b`: its number is drawn uniformly from
 //! `1..=2^b`, so a solver tries `2^(b−1)` candidates on average (the table of solve times is in
-//! docs/bot-defence.md). Demand is counted per Worker instance: each instance sees its share of
+//! docs/bot-defence.md). In ALTCHA's v2 (`PBKDF2/SHA-256`) the same `b` bits are `2^b` PBKDF2
+//! iterations at most, split between the counters to try and the iterations per counter
+//! ([`v2_split`]). Demand is counted per Worker instance: each instance sees its share of
 //! its location's arrivals, which is what it can measure without a shared (hot) counter.
 
 use std::collections::hash_map::DefaultHasher;
@@ -45,6 +47,27 @@ pub fn slowest_solve_secs(bits: u8) -> i64 {
 /// `maxnumber` of a challenge of `bits` bits.
 pub fn max_number(bits: u8) -> u64 {
     1u64 << u32::from(bits.min(ProofOfWork::MAX_BITS))
+}
+
+/// Counter bits a v2 challenge keeps at least (below `V2_MIN_COUNTER_BITS` bits, all of them).
+pub const V2_MIN_COUNTER_BITS: u8 = 10;
+/// The most PBKDF2 iterations per counter: the edge derives one key per challenge it issues, so
+/// this bounds its own cost (~2^13 SHA-256 compressions, a few milliseconds of wasm).
+pub const V2_MAX_COST_BITS: u8 = 12;
+
+/// How a v2 challenge of `bits` bits asks for its `2^bits` PBKDF2 iterations at most: `(counter
+/// bits, cost)` — the secret counter is drawn from `0..2^counter_bits` (half of them tried on
+/// average, as v1's numbers) and each counter costs `cost` iterations, with `counter_bits + log2
+/// cost = bits`. The iterations per counter go up first (a browser's WebCrypto pays a fixed
+/// overhead per derivation, which more iterations per call spread out), up to 2^12 (the edge's
+/// own cost per challenge); then the counters. 10 bits: 1,024 counters of 1 iteration; 16: 1,024
+/// of 64; 22: 1,024 of 4,096; 30: 262,144 of 4,096.
+pub fn v2_split(bits: u8) -> (u8, u32) {
+    let bits = bits.clamp(1, ProofOfWork::MAX_BITS);
+    let cost_bits = bits
+        .saturating_sub(V2_MIN_COUNTER_BITS)
+        .min(V2_MAX_COST_BITS);
+    (bits - cost_bits, 1u32 << cost_bits)
 }
 
 /// Distinct shoppers per second over a sliding one-second window (two one-second buckets, the
@@ -168,6 +191,20 @@ mod tests {
 
     fn pow(min: u8, max: u8) -> ProofOfWork {
         ProofOfWork::new(min, max).expect("pow")
+    }
+
+    #[test]
+    fn a_v2_challenge_asks_for_two_to_the_bits_iterations_with_bounded_edge_cost() {
+        assert_eq!(v2_split(1), (1, 1));
+        assert_eq!(v2_split(10), (10, 1));
+        assert_eq!(v2_split(16), (10, 64));
+        assert_eq!(v2_split(22), (10, 4_096));
+        assert_eq!(v2_split(30), (18, 4_096));
+        for bits in 1..=ProofOfWork::MAX_BITS {
+            let (counter_bits, cost) = v2_split(bits);
+            assert_eq!(u64::from(cost) << counter_bits, max_number(bits), "{bits}");
+            assert!(cost <= 1 << V2_MAX_COST_BITS);
+        }
     }
 
     #[test]

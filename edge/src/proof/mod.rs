@@ -1,4 +1,6 @@
-//! Proof of work at the edge, in the ALTCHA format (docs/bot-defence.md). Where a SKU's view
+//! Proof of work at the edge, in the ALTCHA format — v1 (`SHA-256`, [`altcha`]) or proof of work
+//! v2 (`PBKDF2/SHA-256`, [`altcha_v2`]), as the SKU's `proof_of_work.algorithm` says
+//! (docs/bot-defence.md). Where a SKU's view
 //! carries `proof_of_work`, joining its waiting room — or, without a room, a purchase — needs a
 //! solved challenge in `Flashgate-Proof`: every account of a farm then pays CPU per attempt, and
 //! pays the most at the peak ([`difficulty`]).
@@ -13,12 +15,13 @@
 //! Idempotency-Key ([`answer`]).
 
 pub mod altcha;
+pub mod altcha_v2;
 pub mod answer;
 pub mod difficulty;
 pub mod salt;
 
 use serde::{Deserialize, Serialize};
-use shared::{Closed, Schedule, SecretRing};
+use shared::{Closed, PowAlgorithm, Schedule, SecretRing};
 
 pub use altcha::{Challenge, Solution};
 pub use salt::{Binding, Purpose};
@@ -122,14 +125,93 @@ pub enum ProofError {
     BeforeStart,
 }
 
-/// Random bytes a challenge needs: 12 for the salt, 8 for the secret number. The caller draws
-/// them from a CSPRNG: a predictable number would be no work at all.
-pub type Entropy = [u8; 20];
+/// Random bytes a challenge needs: v1 takes 12 for the salt and 8 for the secret number; v2 16
+/// for the nonce, 16 for the salt and 4 for the secret counter. The caller draws them from a
+/// CSPRNG: a predictable number would be no work at all.
+pub type Entropy = [u8; 36];
 
-/// A challenge of `bits` bits for `expected`, valid for `ttl_s` plus the time the slowest
-/// shopper's worst case takes ([`difficulty::slowest_solve_secs`]), signed with the current key
-/// of `ring`.
+/// A challenge as `GET /v1/challenge` answers it: ALTCHA v1's or v2's, as the SKU asks.
+// Serialize only in the worker: only the native tests read challenges back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(Deserialize, utoipa::ToSchema), schema(as = AltchaAnyChallenge))]
+#[serde(untagged)]
+pub enum Issued {
+    /// `proof_of_work.algorithm` `SHA-256` (the default).
+    V1(Challenge),
+    /// `proof_of_work.algorithm` `PBKDF2/SHA-256`.
+    V2(altcha_v2::Challenge),
+}
+
+/// A challenge of `bits` bits in the format `algorithm` for `expected`, valid for `ttl_s` plus
+/// the time the slowest shopper's worst case takes ([`difficulty::slowest_solve_secs`]), signed
+/// with the current key of `ring`.
 pub fn issue(
+    ring: &SecretRing,
+    algorithm: PowAlgorithm,
+    expected: Expected<'_>,
+    bits: u8,
+    now_s: i64,
+    ttl_s: u32,
+    entropy: Entropy,
+) -> Issued {
+    match algorithm {
+        PowAlgorithm::Sha256 => Issued::V1(issue_v1(ring, expected, bits, now_s, ttl_s, entropy)),
+        PowAlgorithm::Pbkdf2Sha256 => {
+            Issued::V2(issue_v2(ring, expected, bits, now_s, ttl_s, entropy))
+        }
+    }
+}
+
+/// What a challenge issued at `now_s` for `expected` is bound to.
+fn binding(ring: &SecretRing, expected: Expected<'_>, bits: u8, now_s: i64, ttl_s: u32) -> Binding {
+    Binding {
+        issued_s: Some(now_s),
+        expires_s: now_s
+            .saturating_add(i64::from(ttl_s))
+            .saturating_add(difficulty::slowest_solve_secs(bits)),
+        kid: ring.current().0.clone(),
+        purpose: expected.purpose,
+        sku: expected.sku.to_owned(),
+        user: expected.user.to_owned(),
+    }
+}
+
+/// A v2 challenge: `bits` bits of PBKDF2 iterations split by [`difficulty::v2_split`], the
+/// secret counter uniform in `0..2^counter_bits`.
+fn issue_v2(
+    ring: &SecretRing,
+    expected: Expected<'_>,
+    bits: u8,
+    now_s: i64,
+    ttl_s: u32,
+    entropy: Entropy,
+) -> altcha_v2::Challenge {
+    let binding = binding(ring, expected, bits, now_s, ttl_s);
+    let (_, key) = ring.current();
+    let (counter_bits, cost) = difficulty::v2_split(bits);
+    let mut nonce = [0u8; 16];
+    let mut salt = [0u8; 16];
+    let mut counter = [0u8; 4];
+    nonce.copy_from_slice(&entropy[..16]);
+    salt.copy_from_slice(&entropy[16..32]);
+    counter.copy_from_slice(&entropy[32..]);
+    // counter_bits <= 30: a power of two, no modulo bias.
+    let counter = u32::from_le_bytes(counter) % (1u32 << counter_bits);
+    altcha_v2::make(
+        key,
+        altcha_v2::Draw {
+            nonce,
+            salt,
+            counter,
+            cost,
+            expires_at: binding.expires_s,
+            data: binding.into_data(),
+        },
+    )
+}
+
+/// A v1 challenge: `maxnumber` 2^`bits`.
+fn issue_v1(
     ring: &SecretRing,
     expected: Expected<'_>,
     bits: u8,
@@ -137,18 +219,9 @@ pub fn issue(
     ttl_s: u32,
     entropy: Entropy,
 ) -> Challenge {
-    let (kid, key) = ring.current();
-    let binding = Binding {
-        issued_s: Some(now_s),
-        expires_s: now_s
-            .saturating_add(i64::from(ttl_s))
-            .saturating_add(difficulty::slowest_solve_secs(bits)),
-        kid: kid.clone(),
-        purpose: expected.purpose,
-        sku: expected.sku.to_owned(),
-        user: expected.user.to_owned(),
-    };
-    let (salt_bytes, number_bytes) = entropy.split_at(12);
+    let key = ring.current().1;
+    let binding = binding(ring, expected, bits, now_s, ttl_s);
+    let (salt_bytes, number_bytes) = entropy[..20].split_at(12);
     let maxnumber = difficulty::max_number(bits);
     let mut draw = [0u8; 8];
     draw.copy_from_slice(number_bytes);
@@ -175,17 +248,15 @@ pub fn check(
     let header = header
         .filter(|h| !h.trim().is_empty())
         .ok_or(ProofError::Missing)?;
-    let solution = Solution::decode(header).ok_or(ProofError::Malformed)?;
-    if solution.algorithm != altcha::ALGORITHM {
-        return Err(ProofError::Malformed);
-    }
-    let binding = Binding::parse(&solution.salt).ok_or(ProofError::Malformed)?;
-    let key = ring.get(&binding.kid).ok_or(ProofError::Forged)?;
-    if altcha::challenge_hex(&solution.salt, solution.number) != solution.challenge
-        || !altcha::signature_verifies(key, &solution.challenge, &solution.signature)
-    {
-        return Err(ProofError::Forged);
-    }
+    let json = altcha::decode_base64(header).ok_or(ProofError::Malformed)?;
+    let (binding, id) = match serde_json::from_slice::<altcha_v2::Payload>(&json) {
+        Ok(payload) => verified_v2(ring, &payload)?,
+        Err(_) => {
+            let solution: Solution =
+                serde_json::from_slice(&json).map_err(|_| ProofError::Malformed)?;
+            verified_v1(ring, solution)?
+        }
+    };
     let expires_ms = binding.expires_s.saturating_mul(1_000);
     if expires_ms < now_ms {
         return Err(ProofError::Expired);
@@ -208,11 +279,42 @@ pub fn check(
             return Err(ProofError::BeforeStart);
         }
     }
-    Ok(Spend {
-        id: solution.challenge,
-        expires_ms,
-    })
+    Ok(Spend { id, expires_ms })
+}
+
+/// A v1 solution's binding and id (its challenge hash), if its hash and signature verify.
+fn verified_v1(ring: &SecretRing, solution: Solution) -> Result<(Binding, String), ProofError> {
+    if solution.algorithm != altcha::ALGORITHM {
+        return Err(ProofError::Malformed);
+    }
+    let binding = Binding::parse(&solution.salt).ok_or(ProofError::Malformed)?;
+    let key = ring.get(&binding.kid).ok_or(ProofError::Forged)?;
+    if altcha::challenge_hex(&solution.salt, solution.number) != solution.challenge
+        || !altcha::signature_verifies(key, &solution.challenge, &solution.signature)
+    {
+        return Err(ProofError::Forged);
+    }
+    Ok((binding, solution.challenge))
+}
+
+/// A v2 payload's binding and id (its signature), if its signature and key verify.
+fn verified_v2(
+    ring: &SecretRing,
+    payload: &altcha_v2::Payload,
+) -> Result<(Binding, String), ProofError> {
+    let parameters = &payload.challenge.parameters;
+    let binding =
+        Binding::from_data(&parameters.data, parameters.expires_at).ok_or(ProofError::Malformed)?;
+    let key = ring.get(&binding.kid).ok_or(ProofError::Forged)?;
+    let id = altcha_v2::verify(key, payload).map_err(|refusal| match refusal {
+        altcha_v2::Refusal::Malformed => ProofError::Malformed,
+        altcha_v2::Refusal::Forged => ProofError::Forged,
+    })?;
+    Ok((binding, id))
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_v2;

@@ -134,6 +134,32 @@ impl Binding {
     }
 }
 
+impl Binding {
+    /// The binding as a v2 challenge's `data` (its expiry is the challenge's `expiresAt`).
+    pub fn into_data(self) -> super::altcha_v2::Data {
+        super::altcha_v2::Data {
+            issued: self.issued_s,
+            kid: self.kid.as_str().to_owned(),
+            purpose: self.purpose.as_str().to_owned(),
+            sku: self.sku,
+            user: self.user,
+        }
+    }
+
+    /// The binding of a v2 challenge's `data` and `expiresAt`: `None` unless the key id and the
+    /// purpose read.
+    pub fn from_data(data: &super::altcha_v2::Data, expires_s: i64) -> Option<Self> {
+        Some(Self {
+            expires_s,
+            issued_s: data.issued,
+            kid: KeyId::parse(&data.kid)?,
+            purpose: Purpose::parse(&data.purpose)?,
+            sku: data.sku.clone(),
+            user: data.user.clone(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,5 +222,24 @@ mod tests {
         }
         // Unknown parameters are ignored, like ALTCHA's own `extractParams`.
         assert_eq!(Binding::parse(&format!("{salt}extra=1&")), Some(binding()));
+    }
+
+    #[test]
+    fn a_binding_reads_back_from_a_v2_challenges_data() {
+        let data = binding().into_data();
+        assert_eq!(data.purpose, "purchase");
+        assert_eq!(Binding::from_data(&data, 1_800_000_000), Some(binding()));
+        for bad in [
+            super::super::altcha_v2::Data {
+                purpose: "refund".into(),
+                ..binding().into_data()
+            },
+            super::super::altcha_v2::Data {
+                kid: "no spaces".into(),
+                ..binding().into_data()
+            },
+        ] {
+            assert_eq!(Binding::from_data(&bad, 1), None);
+        }
     }
 }

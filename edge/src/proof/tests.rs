@@ -40,17 +40,40 @@ const V2_JOIN_PAYLOAD: &str = "eyJhbGdvcml0aG0iOiJTSEEtMjU2IiwiY2hhbGxlbmdlIjoiY
 /// `altcha-lib` 1.4.0's (salt ending with `;`), number 777, maxnumber 1000.
 const V1_PAYLOAD: &str = "eyJhbGdvcml0aG0iOiJTSEEtMjU2IiwiY2hhbGxlbmdlIjoiY2QwMjIyOTRlNjA0OTQ3YTA2NDA3NTg4ZTNjZjZmNzZkMmQzN2I2OGQwMDYyYjgyNjM5ODExNGIyZTFjZWFmNCIsIm51bWJlciI6Nzc3LCJzYWx0IjoiYTFiMmMzZDRlNWY2YTdiOGM5ZDBlMWYyP2tpZD1kZWZhdWx0JnB1cnBvc2U9cHVyY2hhc2Umc2t1PVNIT0UtMSZ1c2VyPWFsaWNlJTQwc2hvcCUzQTQyJmV4cGlyZXM9MTgwMDAwMDAwMDsiLCJzaWduYXR1cmUiOiI2YjUzZjY0NjAyZjkxNzU1NDQyNGEzNTMyODllNTJhMmE2NGExNDQyMDJlMDdlNTZiZTgwYTY4NGUyMzYzN2JiIn0=";
 
+/// A v1 challenge, as `issue` makes it for a SKU of the default algorithm.
+fn issue_v1(
+    ring: &SecretRing,
+    expected: Expected<'_>,
+    bits: u8,
+    now_s: i64,
+    ttl_s: u32,
+    entropy: Entropy,
+) -> Challenge {
+    match issue(
+        ring,
+        shared::PowAlgorithm::Sha256,
+        expected,
+        bits,
+        now_s,
+        ttl_s,
+        entropy,
+    ) {
+        Issued::V1(c) => c,
+        Issued::V2(c) => panic!("v2 for SHA-256: {c:?}"),
+    }
+}
+
 /// Entropy that makes `issue` draw `salt_hex` and the secret `number` of a 2^`bits` challenge.
 fn entropy(salt_hex: &str, number: u64) -> Entropy {
-    let mut e = [0u8; 20];
+    let mut e = [0u8; 36];
     e[..12].copy_from_slice(&hex::decode(salt_hex).expect("hex"));
-    e[12..].copy_from_slice(&(number - 1).to_le_bytes());
+    e[12..20].copy_from_slice(&(number - 1).to_le_bytes());
     e
 }
 
 #[test]
 fn a_challenge_issued_here_is_the_one_altcha_lib_makes() {
-    let issued = issue(
+    let issued = issue_v1(
         &ring(),
         alice_purchase(),
         20,
@@ -206,7 +229,7 @@ fn rotation_verifies_every_listed_key_and_signs_with_the_first() {
     // An old key's proofs still verify while it is listed…
     assert!(check(&rotated, Some(V2_PAYLOAD), alice_purchase(), NOW_MS).is_ok());
     // …new challenges name the new key, and a ring without it refuses them.
-    let c = issue(
+    let c = issue_v1(
         &rotated,
         alice_purchase(),
         4,
@@ -226,13 +249,13 @@ fn rotation_verifies_every_listed_key_and_signs_with_the_first() {
 #[test]
 fn an_issued_challenge_is_as_hard_as_its_bits_and_expires_after_its_ttl() {
     for bits in [1, 8, 16] {
-        let c = issue(
+        let c = issue_v1(
             &ring(),
             alice_purchase(),
             bits,
             NOW_MS / 1_000,
             120,
-            [7; 20],
+            [7; 36],
         );
         assert_eq!(c.maxnumber, 1 << bits);
         let s = altcha::solve(&c).expect("within maxnumber");
@@ -263,7 +286,7 @@ fn a_purchase_of_a_scheduled_sale_needs_a_proof_issued_from_its_start_on() {
         ..alice_purchase()
     };
     let issued_at = |s: i64| {
-        let c = issue(&ring(), alice_purchase(), 4, s, 120, [9; 20]);
+        let c = issue_v1(&ring(), alice_purchase(), 4, s, 120, [9; 36]);
         assert!(
             c.salt.contains(&format!("&issued={s}&expires=")),
             "{}",

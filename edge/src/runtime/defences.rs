@@ -165,7 +165,7 @@ pub(crate) async fn challenge(req: &Request, settings: &Settings) -> Reply {
             "too many challenge requests; retry after the indicated time",
         ));
     }
-    let mut entropy = [0u8; 20];
+    let mut entropy: proof::Entropy = [0u8; 36];
     if let Err(e) = getrandom::fill(&mut entropy) {
         worker::console_error!("no randomness for a challenge: {e}");
         return Reply::unavailable("no challenge can be made now; retry later", 1);
@@ -184,6 +184,7 @@ pub(crate) async fn challenge(req: &Request, settings: &Settings) -> Reply {
     };
     limited(proof::answer::challenge(&proof::issue(
         ring,
+        pow.algorithm,
         expected,
         bits,
         now / 1_000,

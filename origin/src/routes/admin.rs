@@ -40,8 +40,9 @@ use crate::store::{self, CatalogueError, SaleState};
 ///
 /// The bot defences are optional in the same way (absent keeps, `null` disables), stored by the
 /// origin, shown in the view and enforced by the edge: `proof_of_work` (`{"min_bits": 1..=30,
-/// "max_bits": min_bits..=30}`: a solved challenge to join the room, or to buy from a sale
-/// without one) and `network_limits` (`{"admissions": 1..=1000000, "units": 1..=1000000,
+/// "max_bits": min_bits..=30, "algorithm": "SHA-256" (ALTCHA v1, the default) |
+/// "PBKDF2/SHA-256" (ALTCHA's proof of work v2)}`: a solved challenge to join the room, or to buy
+/// from a sale without one) and `network_limits` (`{"admissions": 1..=1000000, "units": 1..=1000000,
 /// "window_secs": 1..=86400}`, either bound may be absent or `null` but not both, the window 3600
 /// by default: per network per window, at most `admissions` room joins and `units` units).
 ///

@@ -51,7 +51,7 @@ refusals! {
 
     /// `PUT /v1/admin/skus/{sku}`.
     SkuPutRefusals {
-        "400" => "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, `proof_of_work.min_bits` out of 1..=30, `proof_of_work.max_bits` below `min_bits` or above 30, `network_limits.units` (or `.admissions`) out of 1..=1000000, `network_limits.window_secs` out of 1..=86400, `network_limits` with neither bound, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes",
+        "400" => "`invalid_request`: a bad field, e.g. `starts_at` not RFC 3339, `paused` not a bool, `waiting_room.admit_per_minute` out of 1..=1000000, `proof_of_work.min_bits` out of 1..=30, `proof_of_work.max_bits` below `min_bits` or above 30, `proof_of_work.algorithm` not `SHA-256` or `PBKDF2/SHA-256`, `network_limits.units` (or `.admissions`) out of 1..=1000000, `network_limits.window_secs` out of 1..=86400, `network_limits` with neither bound, or `ends_at` not after `starts_at` (the stored value counts for a field the body does not name); nothing changes",
         "404" => "`unknown_sku`: a schedule-only body for a SKU with no sale",
         "401" => "`unauthorized`: checked before the body is read, so it comes at once",
         "408" => "`request_timeout`: the body did not arrive within `HTTP_BODY_READ_TIMEOUT_MS` (not stored)",

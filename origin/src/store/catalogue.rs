@@ -5,7 +5,7 @@
 //!
 //! The waiting room (`room_admit_per_minute`, `room_pass_secs`, migration `waiting_room`;
 //! `room_overbook_hundredths`, migration `room_overbook`) and the
-//! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`; `network_limits`:
+//! bot defences (`proof_of_work`: `pow_min_bits`, `pow_max_bits`, `pow_algorithm`; `network_limits`:
 //! `net_admissions`, `net_units`, `net_window_secs`; migration `bot_defences`) are schedule
 //! fields like the others: absent keeps, `null` disables; the edge runs the room and enforces the
 //! defences, the origin only stores them and shows them in the view. The mapping between the wire
@@ -107,6 +107,7 @@ pub async fn upsert_sku(
                          CASE WHEN $12 THEN room_overbook_hundredths ELSE $22 END,
                      pow_min_bits = CASE WHEN $15 THEN pow_min_bits ELSE $16 END,
                      pow_max_bits = CASE WHEN $15 THEN pow_max_bits ELSE $17 END,
+                     pow_algorithm = CASE WHEN $15 THEN pow_algorithm ELSE $23 END,
                      net_admissions = CASE WHEN $18 THEN net_admissions ELSE $19 END,
                      net_units = CASE WHEN $18 THEN net_units ELSE $20 END,
                      net_window_secs = CASE WHEN $18 THEN net_window_secs ELSE $21 END,
@@ -114,7 +115,7 @@ pub async fn upsert_sku(
                  WHERE sku = $1
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
                            room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
-                           pow_max_bits, net_admissions, net_units, net_window_secs, generation,
+                           pow_max_bits, pow_algorithm, net_admissions, net_units, net_window_secs, generation,
                            returns, (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
                             WHERE o.sku = skus.sku AND o.generation = skus.generation
                               AND o.status = 'held')::bigint AS \"held!\"",
@@ -140,6 +141,7 @@ pub async fn upsert_sku(
                 p.net.1,
                 p.net.2,
                 p.room.2,
+                p.pow.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -151,13 +153,13 @@ pub async fn upsert_sku(
                 "INSERT INTO skus (sku, name, price_cents, initial_stock, stock, max_per_user, hold_secs,
                                    starts_at, ends_at, paused, room_admit_per_minute, room_pass_secs,
                                    pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs,
-                                   room_overbook_hundredths)
+                                   room_overbook_hundredths, pow_algorithm)
                  VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, COALESCE($9, false), $10, $11,
-                         $12, $13, $14, $15, $16, $17)
+                         $12, $13, $14, $15, $16, $17, $18)
                  ON CONFLICT (sku) DO NOTHING
                  RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
                            room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
-                           pow_max_bits, net_admissions, net_units, net_window_secs, generation,
+                           pow_max_bits, pow_algorithm, net_admissions, net_units, net_window_secs, generation,
                            returns, (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
                             WHERE o.sku = skus.sku AND o.generation = skus.generation
                               AND o.status = 'held')::bigint AS \"held!\"",
@@ -178,6 +180,7 @@ pub async fn upsert_sku(
                 p.net.1,
                 p.net.2,
                 p.room.2,
+                p.pow.2,
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -219,6 +222,7 @@ pub async fn update_schedule(
              room_overbook_hundredths = CASE WHEN $7 THEN room_overbook_hundredths ELSE $17 END,
              pow_min_bits = CASE WHEN $10 THEN pow_min_bits ELSE $11 END,
              pow_max_bits = CASE WHEN $10 THEN pow_max_bits ELSE $12 END,
+             pow_algorithm = CASE WHEN $10 THEN pow_algorithm ELSE $18 END,
              net_admissions = CASE WHEN $13 THEN net_admissions ELSE $14 END,
              net_units = CASE WHEN $13 THEN net_units ELSE $15 END,
              net_window_secs = CASE WHEN $13 THEN net_window_secs ELSE $16 END,
@@ -226,7 +230,7 @@ pub async fn update_schedule(
          WHERE sku = $1
          RETURNING sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
                    room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
-                   pow_max_bits, net_admissions, net_units, net_window_secs, generation, returns,
+                   pow_max_bits, pow_algorithm, net_admissions, net_units, net_window_secs, generation, returns,
                    (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
                             WHERE o.sku = skus.sku AND o.generation = skus.generation
                               AND o.status = 'held')::bigint AS \"held!\"",
@@ -247,6 +251,7 @@ pub async fn update_schedule(
         p.net.1,
         p.net.2,
         p.room.2,
+        p.pow.2,
     )
     .fetch_optional(pool)
     .await?;
@@ -260,7 +265,7 @@ pub async fn get_sku(pool: &PgPool, sku: &Sku) -> Result<Option<SkuView>, StoreE
         SkuRow,
         "SELECT sku, name, price_cents, stock, max_per_user, starts_at, ends_at, paused,
                 room_admit_per_minute, room_pass_secs, room_overbook_hundredths, pow_min_bits,
-                pow_max_bits, net_admissions, net_units, net_window_secs, generation, returns,
+                pow_max_bits, pow_algorithm, net_admissions, net_units, net_window_secs, generation, returns,
                 (SELECT COALESCE(SUM(o.qty), 0) FROM orders o
                             WHERE o.sku = skus.sku AND o.generation = skus.generation
                               AND o.status = 'held')::bigint AS \"held!\"

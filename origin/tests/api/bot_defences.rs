@@ -36,15 +36,16 @@ async fn the_defences_are_set_kept_by_a_restock_and_disabled_by_null(pool: PgPoo
         (&Value::Null, &Value::Null)
     );
 
-    // Set on a new SKU: shown in the answer and the view; the window defaults to 3600 and an
-    // absent bound shows as `null`.
-    let pow = json!({"min_bits": 10, "max_bits": 18});
+    // Set on a new SKU: shown in the answer and the view; the window defaults to 3600, an
+    // absent bound shows as `null`, an absent algorithm as ALTCHA's v1 (`SHA-256`).
+    let put_pow = json!({"min_bits": 10, "max_bits": 18});
+    let pow = json!({"min_bits": 10, "max_bits": 18, "algorithm": "SHA-256"});
     let res = app
         .put_json(
             "D1",
             sale(
                 5,
-                json!({"proof_of_work": pow, "network_limits": {"units": 4}}),
+                json!({"proof_of_work": put_pow, "network_limits": {"units": 4}}),
             ),
         )
         .await;
@@ -115,7 +116,8 @@ async fn the_defences_are_set_kept_by_a_restock_and_disabled_by_null(pool: PgPoo
     );
     // Off is every column null.
     let off: bool = sqlx::query_scalar(
-        "SELECT num_nulls(pow_min_bits, pow_max_bits, net_admissions, net_units, net_window_secs) = 5
+        "SELECT num_nulls(pow_min_bits, pow_max_bits, pow_algorithm, net_admissions, net_units,
+                          net_window_secs) = 6
          FROM skus WHERE sku = 'D1'",
     )
     .fetch_one(&pool)
@@ -141,7 +143,7 @@ async fn a_body_of_a_defence_alone_changes_only_it(pool: PgPool) {
     assert_eq!(before["stock"], json!(7));
 
     // The proof of work alone: no new generation, the stock and every other setting untouched.
-    let pow = json!({"min_bits": 1, "max_bits": 30});
+    let pow = json!({"min_bits": 1, "max_bits": 30, "algorithm": "PBKDF2/SHA-256"});
     let res = app.put_json("S1", json!({"proof_of_work": pow})).await;
     assert_eq!(res.status(), 200);
     let shown: Value = res.json().await.expect("json");
@@ -170,6 +172,54 @@ async fn a_body_of_a_defence_alone_changes_only_it(pool: PgPool) {
         .put_json("NOPE", json!({"network_limits": {"units": 1}}))
         .await;
     assert_problem(res, 404, "unknown_sku").await;
+}
+
+/// Issue 38: the proof of work's format (`algorithm`): ALTCHA's v1 by default, v2 by name,
+/// stored, shown, kept by a restock that does not name the proof of work, and back to v1 when a
+/// `proof_of_work` without it replaces the setting.
+#[sqlx::test(migrations = "./migrations")]
+async fn the_proof_of_works_algorithm_is_stored_shown_and_kept(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let v2 = json!({"min_bits": 12, "max_bits": 20, "algorithm": "PBKDF2/SHA-256"});
+    let res = app
+        .put_json("A2", sale(5, json!({"proof_of_work": v2})))
+        .await;
+    assert_eq!(res.status(), 200);
+    let shown: Value = res.json().await.expect("json");
+    assert_eq!(shown["proof_of_work"], v2);
+    assert_eq!(app.view("A2").await["proof_of_work"], v2);
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT pow_algorithm FROM skus WHERE sku = 'A2'")
+            .fetch_one(&pool)
+            .await
+            .expect("column");
+    assert_eq!(stored.as_deref(), Some("PBKDF2/SHA-256"));
+    // A restock that does not name it keeps it.
+    let res = app.put_json("A2", sale(9, json!({}))).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(app.view("A2").await["proof_of_work"], v2);
+    // A `proof_of_work` without `algorithm` (or with `null`) is v1, stored as NULL.
+    for v1 in [
+        json!({"min_bits": 12, "max_bits": 20}),
+        json!({"min_bits": 12, "max_bits": 20, "algorithm": null}),
+        json!({"min_bits": 12, "max_bits": 20, "algorithm": "SHA-256"}),
+    ] {
+        let res = app.put_json("A2", json!({"proof_of_work": v2})).await;
+        assert_eq!(res.status(), 200);
+        let res = app.put_json("A2", json!({"proof_of_work": v1})).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(
+            app.view("A2").await["proof_of_work"],
+            json!({"min_bits": 12, "max_bits": 20, "algorithm": "SHA-256"}),
+            "{v1}"
+        );
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT pow_algorithm FROM skus WHERE sku = 'A2'")
+                .fetch_one(&pool)
+                .await
+                .expect("column");
+        assert_eq!(stored, None, "{v1}");
+    }
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -217,6 +267,14 @@ async fn bad_defence_values_are_400_naming_the_field_and_change_nothing(pool: Pg
         (
             json!({"proof_of_work": {"min_bits": 8.5, "max_bits": 16}}),
             "proof_of_work.min_bits",
+        ),
+        (
+            json!({"proof_of_work": {"min_bits": 8, "max_bits": 16, "algorithm": "ARGON2ID"}}),
+            "proof_of_work.algorithm",
+        ),
+        (
+            json!({"proof_of_work": {"min_bits": 8, "max_bits": 16, "algorithm": 2}}),
+            "proof_of_work.algorithm",
         ),
         (json!({"network_limits": "on"}), "network_limits"),
         (json!({"network_limits": {}}), "network_limits"),
@@ -306,6 +364,15 @@ async fn the_database_refuses_invalid_defence_rows(pool: PgPool) {
         (update("pow_min_bits = -1, pow_max_bits = -1"), pow),
         (insert("pow_min_bits", "8"), pow),
         (insert("pow_max_bits", "8"), pow),
+        // An algorithm nobody issues, or one without the bounds (issue 38).
+        (
+            update("pow_min_bits = 4, pow_max_bits = 8, pow_algorithm = 'MD5'"),
+            "skus_pow_algorithm",
+        ),
+        (
+            update("pow_algorithm = 'PBKDF2/SHA-256'"),
+            "skus_pow_algorithm",
+        ),
         // A window without a bound, a bound without a window, out-of-range values.
         (update("net_window_secs = 60"), net),
         (update("net_units = 5"), net),
@@ -340,6 +407,8 @@ async fn the_database_refuses_invalid_defence_rows(pool: PgPool) {
     for sql in [
         update("pow_min_bits = 30, pow_max_bits = 30"),
         update("pow_min_bits = 1, pow_max_bits = 30"),
+        update("pow_algorithm = 'PBKDF2/SHA-256'"),
+        update("pow_algorithm = NULL"),
         update("net_units = 7, net_window_secs = 60"),
         update("net_admissions = 1000000, net_units = NULL, net_window_secs = 86400"),
         update("net_admissions = 1, net_units = 1, net_window_secs = 1"),

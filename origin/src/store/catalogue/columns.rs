@@ -6,7 +6,10 @@
 //! did not name the field), or write the new ones (all null: the setting is off).
 
 use chrono::{DateTime, Utc};
-use shared::{NetworkLimits, ProofOfWork, ScheduleUpdate, SkuView, Timestamp, Update, WaitingRoom};
+use shared::{
+    NetworkLimits, PowAlgorithm, ProofOfWork, ScheduleUpdate, SkuView, Timestamp, Update,
+    WaitingRoom,
+};
 
 /// A stored instant as the wire's [`Timestamp`]. Stored instants came from a `Timestamp`, so
 /// they are within its range; anything else (a hand-edited row) reads as no instant.
@@ -44,8 +47,8 @@ pub(super) struct ScheduleParams {
     /// `room_admit_per_minute`, `room_pass_secs`, `room_overbook_hundredths`.
     pub(super) room: (Option<i32>, Option<i32>, Option<i32>),
     pub(super) keep_pow: bool,
-    /// `pow_min_bits`, `pow_max_bits`.
-    pub(super) pow: (Option<i16>, Option<i16>),
+    /// `pow_min_bits`, `pow_max_bits`, `pow_algorithm` (null for v1, the default).
+    pub(super) pow: (Option<i16>, Option<i16>, Option<&'static str>),
     pub(super) keep_net: bool,
     /// `net_admissions`, `net_units`, `net_window_secs`.
     pub(super) net: (Option<i32>, Option<i32>, Option<i32>),
@@ -63,9 +66,17 @@ impl ScheduleParams {
                     Some(i32::from(r.overbook.hundredths())),
                 )
             });
-        let (keep_pow, pow) = keep_or(change.proof_of_work, (None, None), |p: ProofOfWork| {
-            (Some(i16::from(p.min_bits)), Some(i16::from(p.max_bits)))
-        });
+        let (keep_pow, pow) = keep_or(
+            change.proof_of_work,
+            (None, None, None),
+            |p: ProofOfWork| {
+                (
+                    Some(i16::from(p.min_bits)),
+                    Some(i16::from(p.max_bits)),
+                    (p.algorithm != PowAlgorithm::default()).then_some(p.algorithm.as_str()),
+                )
+            },
+        );
         let (keep_net, net) = keep_or(
             change.network_limits,
             (None, None, None),
@@ -108,6 +119,7 @@ pub(super) struct SkuRow {
     pub(super) room_overbook_hundredths: Option<i32>,
     pub(super) pow_min_bits: Option<i16>,
     pub(super) pow_max_bits: Option<i16>,
+    pub(super) pow_algorithm: Option<String>,
     pub(super) net_admissions: Option<i32>,
     pub(super) net_units: Option<i32>,
     pub(super) net_window_secs: Option<i32>,
@@ -134,7 +146,11 @@ impl From<SkuRow> for SkuView {
                 r.room_pass_secs,
                 r.room_overbook_hundredths,
             ),
-            proof_of_work: ProofOfWork::from_columns(r.pow_min_bits, r.pow_max_bits),
+            proof_of_work: ProofOfWork::from_columns(
+                r.pow_min_bits,
+                r.pow_max_bits,
+                r.pow_algorithm.as_deref(),
+            ),
             network_limits: NetworkLimits::from_columns(
                 r.net_admissions,
                 r.net_units,
