@@ -17,7 +17,7 @@
 #                                      measured beside the traces branch's 360.08 KiB build)
 #                                      and ALTCHA's proof of work v2 came in (issue 38: PBKDF2, the
 #                                      v2 challenge's JSON both ways: 366,120 → 378,132 bytes gzip
-#                                      on its own); the three together with traces: see CHANGELOG.
+#                                      on its own); with traces too, 366,120 → 395,694 bytes.
 #   scripts/edge-build.sh --wasm-only  just worker-build (the [build] command of wrangler.toml).
 #
 # Outputs: edge/build/index.js + index_bg.wasm and edge/build/wrangler.toml, a
